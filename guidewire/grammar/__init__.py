@@ -1,0 +1,6 @@
+"""Grammar compilers: Lark EBNF, regexes -> immutable CompiledGrammar -> per-request matchers."""
+
+from .compiled import CompiledGrammar, GrammarMatcher
+from .frontend import builtin_grammar, compile_lark, compile_regex
+
+__all__ = ["CompiledGrammar", "GrammarMatcher", "compile_lark", "compile_regex", "builtin_grammar"]

@@ -1,0 +1,298 @@
+"""CompiledGrammar (immutable artifact per grammar x vocabulary) and GrammarMatcher (per request).
+
+A compiled grammar bundles the lexer DFA, the Earley automaton and the vocabulary. Its
+lazily filled tables (lexer rows, Earley sets, per-lexer-state token tables, a bounded
+mask cache) are memoisation only: they never change what any matcher computes, so one
+compiled grammar can serve many matchers. A matcher is a stack of ``(earley_set,
+lexer_state)`` pairs, one per consumed token: ``fork`` copies a list, ``rollback`` pops.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Sequence
+
+import numpy as np
+
+from ..core.bitmask import bitmask_words, fill_row, ids_to_bitmask
+from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGrammarError
+from ..core.vocab import Vocab
+from .earley import EarleyAutomaton
+from .lexer import DEAD, START, ByteDFA
+from .tokentable import TokenTable, build_table
+
+DEFAULT_MASK_CACHE_BYTES = 256 << 20
+
+
+class CompiledGrammar:
+    """A grammar compiled against one vocabulary. Build with ``compile_lark``/``compile_regex``."""
+
+    def __init__(self, dfa: ByteDFA, earley: EarleyAutomaton, vocab: Vocab, *, source: str = "",
+                 mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES):
+        self.dfa = dfa
+        self.earley = earley
+        self.vocab = vocab
+        self.source = source
+        self.words = bitmask_words(vocab.vocab_size)
+        self.eos_row = ids_to_bitmask(sorted(vocab.eos_ids), vocab.vocab_size)
+        self._eos_ids = frozenset(vocab.eos_ids)
+        self._tables: dict[int, TokenTable] = {}
+        self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._mask_budget = max(1, mask_cache_bytes // (self.words * 4))
+        self._zero = np.zeros(self.words, dtype=np.int32)
+
+    # -- parser x lexer primitives ------------------------------------------------------------
+    def _x(self, s: int) -> int:
+        return self.earley.expected[s] | self.dfa.ignored_bits
+
+    def _scan(self, s: int, e: int) -> int:
+        if self.dfa.term_set_ignored[e]:
+            return s
+        return self.earley.scan(s, self.dfa.term_sets[e], e)
+
+    def can_end(self, s: int, q: int) -> bool:
+        """Whether the text that led to ``(s, q)`` is a complete sentence."""
+        if q == START:
+            return self.earley.accepting[s]
+        e = self.dfa.emit[q]
+        if e < 0:
+            return False
+        s2 = self._scan(s, e)
+        return s2 >= 0 and self.earley.accepting[s2]
+
+    def step_bytes(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
+        """Consume ``data`` from ``(s, q)``; None if it cannot be a prefix of a sentence."""
+        dfa = self.dfa
+        for b in data:
+            nq = dfa.step(q, b)
+            if nq == DEAD:
+                e = dfa.emit[q]
+                if e < 0:
+                    return None
+                s = self._scan(s, e)
+                if s < 0:
+                    return None
+                nq = dfa.step(START, b)
+                if nq == DEAD:
+                    return None
+            q = nq
+        if q != START and not (dfa.alive[q] & self._x(s)):
+            return None
+        return s, q
+
+    def table(self, q: int) -> TokenTable:
+        """The token table of lexer state ``q`` (built on first use)."""
+        t = self._tables.get(q)
+        if t is None:
+            t = self._tables[q] = build_table(self.dfa, q, self.vocab)
+        return t
+
+    def mask(self, s: int, q: int) -> np.ndarray:
+        """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached; do not modify)."""
+        key = (s, q)
+        row = self._masks.get(key)
+        if row is not None:
+            self._masks.move_to_end(key)
+            return row
+        row = self._compute_mask(s, q)
+        self._masks[key] = row
+        if len(self._masks) > self._mask_budget:
+            self._masks.popitem(last=False)
+        return row
+
+    def _compute_mask(self, s: int, q: int) -> np.ndarray:
+        table = self.table(q)
+        base = self._x(s)
+        memo: dict[tuple[int, ...], int] = {(): base}
+        scan = self._scan
+        expected = self.earley.expected
+        ign = self.dfa.ignored_bits
+        sel = []
+        for g, (lexemes, alive) in enumerate(table.groups):
+            x = memo.get(lexemes)
+            if x is None:
+                cur = s
+                for e in lexemes:
+                    cur = scan(cur, e)
+                    if cur < 0:
+                        break
+                x = memo[lexemes] = 0 if cur < 0 else expected[cur] | ign
+            if alive & x:
+                sel.append(g)
+        if sel:
+            row = np.bitwise_or.reduce(table.masks[sel], axis=0)
+        else:
+            row = self._zero.copy()
+        if self.can_end(s, q):
+            row = row | self.eos_row
+        row.setflags(write=False)
+        return row
+
+    # -- public ---------------------------------------------------------------------------------
+    def matcher(self) -> "GrammarMatcher":
+        """A fresh per-request matcher at the start of the grammar."""
+        return GrammarMatcher(self, [(self.earley.initial, START, False)])
+
+    def check_satisfiable(self) -> None:
+        """Raise if no token sequence of this vocabulary can begin (or be) a sentence."""
+        row = self.mask(self.earley.initial, START)
+        if not row.any():
+            raise UnsatisfiableGrammarError(
+                "no token of the vocabulary can start a sentence of this grammar "
+                "(the vocabulary cannot express its first lexeme)")
+
+    def stats(self) -> dict:
+        """Sizes of the lazily built parts (for benchmarks and debugging)."""
+        return {"lexer_states": self.dfa.n_states, "earley_sets": self.earley.n_sets,
+                "token_tables": len(self._tables), "cached_masks": len(self._masks),
+                "terminals": len(self.dfa.terminals), "rules": len(self.earley.cfg.rules)}
+
+
+class GrammarMatcher:
+    """Per-request state over a :class:`CompiledGrammar`; implements the ``Constraint`` protocol.
+
+    Work per call is bounded by the compiled grammar's limits (Earley items per set,
+    number of Earley sets, lexer states); when one is exceeded the matcher enters a
+    permanent error state (``error`` holds the message) and its mask allows nothing.
+    """
+
+    __slots__ = ("grammar", "_stack", "error")
+
+    def __init__(self, grammar: CompiledGrammar, stack):
+        self.grammar = grammar
+        self._stack = stack
+        self.error: str | None = None
+
+    # state accessors
+    @property
+    def state(self) -> tuple[int, int]:
+        """The current ``(earley_set, lexer_state)`` pair."""
+        s, q, _done = self._stack[-1]
+        return s, q
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of tokens consumed so far (rollback depth available)."""
+        return len(self._stack) - 1
+
+    def _fail(self, exc: GuidewireError) -> None:
+        self.error = str(exc)
+
+    def current_mask(self) -> np.ndarray:
+        """The current bitmask row (1-D int32, read-only)."""
+        g = self.grammar
+        if self.error is not None:
+            return g._zero
+        s, q, done = self._stack[-1]
+        if done:
+            return g.eos_row
+        try:
+            return g.mask(s, q)
+        except LimitExceededError as exc:
+            self._fail(exc)
+            return g._zero
+
+    def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        """Write the allowed tokens into ``bitmask[row]`` (numpy or torch int32, width ceil(V/32))."""
+        fill_row(bitmask, row, self.current_mask())
+
+    def _next(self, entry, token_id: int):
+        g = self.grammar
+        s, q, done = entry
+        if done:
+            return None
+        if token_id in g._eos_ids:
+            return (s, q, True) if g.can_end(s, q) else None
+        vocab = g.vocab
+        if token_id < 0 or token_id >= len(vocab.token_bytes):
+            return None
+        data = vocab.token_bytes[token_id]
+        if not data:
+            return None
+        nxt = g.step_bytes(s, q, data)
+        return None if nxt is None else (nxt[0], nxt[1], False)
+
+    def advance(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) if it is not allowed."""
+        if self.error is not None:
+            return False
+        try:
+            nxt = self._next(self._stack[-1], int(token_id))
+        except LimitExceededError as exc:
+            self._fail(exc)
+            return False
+        if nxt is None:
+            return False
+        self._stack.append(nxt)
+        return True
+
+    def validate(self, tokens: Sequence[int]) -> int:
+        """Length of the longest prefix of ``tokens`` that would be accepted; no state change."""
+        if self.error is not None:
+            return 0
+        entry = self._stack[-1]
+        n = 0
+        try:
+            for t in tokens:
+                entry = self._next(entry, int(t))
+                if entry is None:
+                    break
+                n += 1
+        except LimitExceededError:
+            pass
+        return n
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` tokens (clears an error state reached after them)."""
+        if n < 0 or n > len(self._stack) - 1:
+            raise ValueError(f"cannot roll back {n} tokens; {len(self._stack) - 1} consumed")
+        if n:
+            del self._stack[-n:]
+        self.error = None
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        del self._stack[1:]
+        self.error = None
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is a complete sentence (EOS is allowed)."""
+        if self.error is not None:
+            return False
+        s, q, done = self._stack[-1]
+        return done or self.grammar.can_end(s, q)
+
+    def is_terminated(self) -> bool:
+        """True once EOS has been consumed or the matcher is in its error state."""
+        return self.error is not None or self._stack[-1][2]
+
+    def allowed_tokens(self) -> np.ndarray:
+        """Ids of the allowed tokens (slow helper for tests and debugging)."""
+        from ..core.bitmask import bitmask_to_ids
+
+        return bitmask_to_ids(self.current_mask(), self.grammar.vocab.vocab_size)
+
+    def forced_tokens(self, limit: int = 256) -> list[int]:
+        """Tokens forced from here: each step exactly one token allowed and EOS not allowed."""
+        probe = self.fork()
+        out: list[int] = []
+        eos = self.grammar.eos_row
+        for _ in range(limit):
+            row = probe.current_mask()
+            if (row & eos).any() or probe.error is not None:
+                break
+            counts = np.bitwise_count(row.view(np.uint32))
+            if int(counts.sum()) != 1:
+                break
+            word = int(np.flatnonzero(counts)[0])
+            tok = word * 32 + int(row.view(np.uint32)[word]).bit_length() - 1
+            if not probe.advance(tok):  # pragma: no cover - the mask allowed it
+                break
+            out.append(tok)
+        return out
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent copy (shares the immutable compiled grammar)."""
+        m = GrammarMatcher(self.grammar, list(self._stack))
+        m.error = self.error
+        return m

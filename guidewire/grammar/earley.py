@@ -1,0 +1,189 @@
+"""An Earley parser over lexemes whose item sets are interned into a lazy automaton.
+
+Items are ``(rule, dot, origin)`` where ``origin`` is the id of an earlier *interned*
+Earley set (``-1`` while the item sits in the set that predicted it). Two Earley sets
+with the same items behave the same forever, so each set is stored once and
+``scan(set, lexeme)`` is memoised: a parse is a path through a lazily built
+deterministic automaton, fork and rollback are list copies, and repeated contexts
+(every element of a list, every character of a string) cost a dict lookup.
+Works for any CFG: ambiguous, left-recursive, with empty rules (nullable symbols are
+handled with the Aycock-Horspool prediction rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
+
+Item = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class CFG:
+    """A context-free grammar over terminal ids ``0..n_terms-1``; nonterminal ids start at ``n_terms``."""
+
+    n_terms: int
+    rules: tuple[tuple[int, tuple[int, ...]], ...]   # (lhs, rhs)
+    start: int
+    names: tuple[str, ...]                          # names of all symbols, terminals first
+    by_lhs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    nullable: frozenset[int] = frozenset()
+
+    @classmethod
+    def build(cls, n_terms: int, rules, start: int, names, empty_terms=()) -> "CFG":
+        """Reduce (drop unproductive and unreachable rules), index and check the grammar.
+
+        ``empty_terms`` are terminals whose language is empty (they make rules unproductive).
+        """
+        rules = [(lhs, tuple(rhs)) for lhs, rhs in rules]
+        productive: set[int] = set(range(n_terms)) - set(empty_terms)
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                if lhs not in productive and all(s in productive for s in rhs):
+                    productive.add(lhs)
+                    changed = True
+        if start not in productive:
+            raise UnsatisfiableGrammarError(
+                f"the start rule {names[start]!r} derives no finite sentence (its language is empty)")
+        rules = [(lhs, rhs) for lhs, rhs in rules if lhs in productive and all(s in productive for s in rhs)]
+        reach = {start}
+        stack = [start]
+        by: dict[int, list[int]] = {}
+        for i, (lhs, _rhs) in enumerate(rules):
+            by.setdefault(lhs, []).append(i)
+        while stack:
+            a = stack.pop()
+            for i in by.get(a, ()):
+                for s in rules[i][1]:
+                    if s not in reach:
+                        reach.add(s)
+                        if s >= n_terms:
+                            stack.append(s)
+        rules = [r for r in rules if r[0] in reach]
+        by_lhs: dict[int, list[int]] = {}
+        for i, (lhs, _rhs) in enumerate(rules):
+            by_lhs.setdefault(lhs, []).append(i)
+        nullable: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                if lhs not in nullable and all(s in nullable for s in rhs):
+                    nullable.add(lhs)
+                    changed = True
+        return cls(n_terms, tuple(rules), start, tuple(names),
+                   {k: tuple(v) for k, v in by_lhs.items()}, frozenset(nullable))
+
+    def used_terminals(self) -> set[int]:
+        """Terminals that occur in some (reduced) rule."""
+        return {s for _lhs, rhs in self.rules for s in rhs if s < self.n_terms}
+
+
+class EarleyAutomaton:
+    """Interned Earley sets and memoised scans for one :class:`CFG`."""
+
+    def __init__(self, cfg: CFG, max_sets: int = 2_000_000, max_items: int = 200_000):
+        self.cfg = cfg
+        self.max_sets = max_sets
+        self.max_items = max_items
+        self.items: list[tuple[Item, ...]] = []
+        self.expected: list[int] = []        # bitset of terminals some item waits for
+        self.accepting: list[bool] = []
+        self.waiting: list[dict[int, list[Item]]] = []
+        self._index: dict[tuple[Item, ...], int] = {}
+        self._scan: dict[tuple[int, int], int] = {}
+        start_items = [(r, 0, -1) for r in cfg.by_lhs.get(cfg.start, ())]
+        self.initial = self._make(start_items, initial=True)
+
+    def _make(self, kernel: list[Item], initial: bool = False) -> int:
+        cfg = self.cfg
+        rules, by_lhs, nullable, T = cfg.rules, cfg.by_lhs, cfg.nullable, cfg.n_terms
+        waiting_of = self.waiting
+        items = set(kernel)
+        agenda = list(items)
+        predicted: set[int] = set()
+        limit = self.max_items
+        while agenda:
+            r, d, o = agenda.pop()
+            lhs, rhs = rules[r]
+            if d < len(rhs):
+                sym = rhs[d]
+                if sym >= T:
+                    if sym not in predicted:
+                        predicted.add(sym)
+                        for r2 in by_lhs.get(sym, ()):
+                            it = (r2, 0, -1)
+                            if it not in items:
+                                items.add(it)
+                                agenda.append(it)
+                    if sym in nullable:
+                        it = (r, d + 1, o)
+                        if it not in items:
+                            items.add(it)
+                            agenda.append(it)
+            elif o != -1:
+                for r2, d2, o2 in waiting_of[o].get(lhs, ()):
+                    it = (r2, d2 + 1, o2 if o2 != -1 else o)
+                    if it not in items:
+                        items.add(it)
+                        agenda.append(it)
+            if len(items) > limit:
+                raise LimitExceededError(f"an Earley set exceeds {limit} items")
+        key = tuple(sorted(items))
+        sid = self._index.get(key)
+        if sid is not None:
+            return sid
+        sid = len(self.items)
+        if sid >= self.max_sets:
+            raise LimitExceededError(f"the parser exceeds {self.max_sets} distinct Earley sets")
+        expected = 0
+        waiting: dict[int, list[Item]] = {}
+        accepting = False
+        start = cfg.start
+        for it in key:
+            r, d, o = it
+            lhs, rhs = rules[r]
+            if d < len(rhs):
+                sym = rhs[d]
+                if sym < T:
+                    expected |= 1 << sym
+                else:
+                    waiting.setdefault(sym, []).append(it)
+            elif lhs == start and (o == -1 if initial else o == self.initial):
+                accepting = True
+        self._index[key] = sid
+        self.items.append(key)
+        self.expected.append(expected)
+        self.accepting.append(accepting)
+        self.waiting.append(waiting)
+        return sid
+
+    def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
+        """The set after reading a lexeme whose readings are ``terms``; -1 if none fits.
+
+        ``key`` identifies ``terms`` for memoisation (the lexer's terminal-set id).
+        """
+        memo = self._scan.get((sid, key))
+        if memo is not None:
+            return memo
+        if not self.expected[sid] & sum(1 << t for t in terms):
+            self._scan[(sid, key)] = -1
+            return -1
+        rules = self.cfg.rules
+        want = set(terms)
+        kernel = []
+        for r, d, o in self.items[sid]:
+            rhs = rules[r][1]
+            if d < len(rhs) and rhs[d] in want:
+                kernel.append((r, d + 1, o if o != -1 else sid))
+        out = self._make(kernel) if kernel else -1
+        self._scan[(sid, key)] = out
+        return out
+
+    @property
+    def n_sets(self) -> int:
+        """Number of distinct Earley sets built so far."""
+        return len(self.items)

@@ -1,0 +1,201 @@
+"""Front ends: Lark-style EBNF text and Python regexes -> :class:`CompiledGrammar`.
+
+Lark parses the grammar text (rules, terminals, ``?``/``*``/``+``/``{m,n}``, templates,
+``%ignore``, ``%import common.X``) and expands EBNF into BNF; guidewire compiles the
+terminals into its byte-level lexer and the rules into its Earley automaton.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, UnsatisfiableGrammarError,
+                           UnsupportedFeatureError)
+from ..core.vocab import Vocab
+from .compiled import CompiledGrammar
+from .earley import CFG, EarleyAutomaton
+from .lexer import ByteDFA, Terminal
+from .regex import NFA, compile_into, literal_into
+
+# common.lark terminals written with lookbehind, and lookaround-free regexes with the same
+# language under Lark's (shortest-match) lexing.
+_EQUIVALENT_REGEX = {
+    r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
+}
+
+_RE_FLAGS = {"i": re.IGNORECASE, "s": re.DOTALL, "m": re.MULTILINE, "x": re.VERBOSE, "u": 0, "l": 0}
+
+
+@dataclass(frozen=True)
+class TerminalSpec:
+    """A terminal before compilation: a literal string or a regex, with lexer attributes."""
+
+    name: str
+    pattern: str
+    literal: bool = False
+    ignore_case: bool = False
+    priority: int = 0
+    ignored: bool = False
+    flags: int = 0
+
+
+def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
+             vocab: Vocab, *, source: str = "", lazy_terminals: bool = True,
+             allow_nullable: bool = False) -> CompiledGrammar:
+    """Compile terminal specs and BNF rules (symbols: terminal index, or ``len(terminals)+k``)."""
+    n_terms = len(terminals)
+    names = [t.name for t in terminals] + list(nonterminal_names)
+    nfa = NFA()
+    lex_terms: list[Terminal] = []
+    empty: set[int] = set()
+    used_in_rules = {s for _lhs, rhs in rules for s in rhs if s < n_terms}
+    for tid, spec in enumerate(terminals):
+        if tid not in used_in_rules and not spec.ignored:
+            s, e = nfa.add_state(), nfa.add_state()  # never matches: keeps ids aligned
+            lex_terms.append(Terminal(spec.name, s, e))
+            empty.add(tid)
+            continue
+        if spec.literal:
+            frag = literal_into(nfa, spec.pattern, spec.ignore_case)
+            data = spec.pattern.encode("utf-8")
+            if not spec.ignore_case and not vocab.can_spell(data):
+                raise InexpressibleLiteralError(
+                    f"no sequence of tokens spells the literal {spec.pattern!r} (terminal {spec.name})")
+        else:
+            pattern = _EQUIVALENT_REGEX.get(spec.pattern, spec.pattern)
+            frag = compile_into(nfa, pattern, spec.flags)
+        if frag.nullable and not allow_nullable:
+            raise UnsupportedFeatureError(
+                f"terminal {spec.name} matches the empty string; every lexeme must be non-empty")
+        lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
+                                  lazy_terminals and frag.has_lazy, spec.ignored))
+    dfa = ByteDFA(nfa, lex_terms)
+    for tid in range(n_terms):
+        if tid not in empty and not _has_path(dfa, lex_terms[tid]):
+            empty.add(tid)
+    cfg = CFG.build(n_terms, rules, start, names, empty_terms=empty)
+    grammar = CompiledGrammar(dfa, EarleyAutomaton(cfg), vocab, source=source)
+    grammar.check_satisfiable()
+    return grammar
+
+
+def _has_path(dfa: ByteDFA, term: Terminal) -> bool:
+    return term.start in dfa.live
+
+
+def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGrammar:
+    """Compile a Python ``re`` pattern; the language is the set of strings it *fully* matches.
+
+    Anchors ``^``/``$``/``\\A``/``\\Z`` are accepted at the start/end; lazy quantifiers have
+    their ordinary (full-match) meaning here.
+    """
+    frag_nfa = NFA()
+    frag = compile_into(frag_nfa, pattern, flags)
+    if not _reaches_end(frag_nfa, frag.start, frag.end):
+        raise UnsatisfiableGrammarError(f"regex {pattern!r} matches no string")
+    spec = TerminalSpec("REGEX", pattern, flags=flags)
+    rules = [(1, (0,))]
+    if frag.nullable:  # the empty string is a sentence: start -> <empty>
+        rules.append((1, ()))
+    return assemble([spec], rules, 1, ["start"], vocab, source=pattern, lazy_terminals=False,
+                    allow_nullable=True)
+
+
+def _reaches_end(nfa: NFA, start: int, end: int) -> bool:
+    seen = {start}
+    stack = [start]
+    while stack:
+        s = stack.pop()
+        if s == end:
+            return True
+        for t in nfa.eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+        for _lo, _hi, t in nfa.edges[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return False
+
+
+def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> CompiledGrammar:
+    """Compile Lark EBNF text. Syntax errors raise :class:`GrammarSyntaxError` with line/column."""
+    from lark.exceptions import GrammarError, LarkError, UnexpectedInput
+    from lark.load_grammar import load_grammar
+
+    try:
+        grammar, _ = load_grammar(grammar_text, "<grammar>", [], False)
+        lark_terms, lark_rules, ignore = grammar.compile([start], set())
+    except UnexpectedInput as exc:
+        raise GrammarSyntaxError(_first_line(str(exc)), exc.line, exc.column) from None
+    except GrammarError as exc:
+        line, col = _locate(grammar_text, str(exc))
+        raise GrammarSyntaxError(str(exc), line, col) from None
+    except LarkError as exc:
+        line, col = _locate(grammar_text, str(exc))
+        raise GrammarSyntaxError(str(exc), line, col) from None
+    term_index = {t.name: i for i, t in enumerate(lark_terms)}
+    specs = []
+    for t in lark_terms:
+        pat = t.pattern
+        flags = 0
+        for f in pat.flags:
+            flags |= _RE_FLAGS.get(f, 0)
+        if type(pat).__name__ == "PatternStr":
+            specs.append(TerminalSpec(t.name, pat.value, literal=True, ignore_case=bool(flags & re.I),
+                                      priority=t.priority, ignored=t.name in ignore))
+        else:
+            specs.append(TerminalSpec(t.name, pat.value, priority=t.priority, ignored=t.name in ignore,
+                                      flags=flags))
+    nt_index: dict[str, int] = {}
+    n_terms = len(specs)
+
+    def sym(s) -> int:
+        if s.is_term:
+            if s.name not in term_index:
+                raise GrammarSyntaxError(f"terminal {s.name} is used but not defined",
+                                         *_locate(grammar_text, s.name))
+            return term_index[s.name]
+        if s.name not in nt_index:
+            nt_index[s.name] = n_terms + len(nt_index)
+        return nt_index[s.name]
+
+    start_id = None
+    rules = []
+    for r in lark_rules:
+        lhs = sym(r.origin)
+        rules.append((lhs, tuple(sym(s) for s in r.expansion)))
+    if start not in nt_index:
+        raise GrammarSyntaxError(f"the start rule {start!r} is not defined")
+    start_id = nt_index[start]
+    nt_names = sorted(nt_index, key=nt_index.get)
+    return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+
+
+def _first_line(msg: str) -> str:
+    return msg.strip().splitlines()[0] if msg.strip() else msg
+
+
+def _locate(text: str, message: str) -> tuple[int | None, int | None]:
+    """Best-effort line/column for a Lark error that names a symbol but carries no position."""
+    names = re.findall(r"'([^']+)'", message) or [message]
+    for name in names:
+        m = re.search(r"(?<![\w.])" + re.escape(name) + r"(?!\w)", text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+            return line, col
+    return None, None
+
+
+@lru_cache(maxsize=None)
+def builtin_grammar(name: str) -> str:
+    """Text of a grammar that ships with guidewire: ``json``, ``sql``, ``arithmetic``."""
+    try:
+        return resources.files("guidewire.grammar.grammars").joinpath(f"{name}.lark").read_text()
+    except FileNotFoundError:
+        raise KeyError(f"no built-in grammar {name!r}; available: json, sql, arithmetic") from None

@@ -1,0 +1,225 @@
+"""The lexer: all terminals of a grammar in one lazily determinised byte-level DFA.
+
+Lexing semantics (like a classic ``lex`` scanner without backup): a lexeme grows while
+the next byte keeps *some* terminal alive (maximal munch over all terminals); when a
+byte kills every terminal, the lexeme ends there and must be accepted by at least one
+terminal. The lexeme is then reported as the set of accepting terminals with the best
+``(priority, literal-over-regex)`` rank; ignored terminals (``%ignore``) only count when
+no grammar terminal accepts. A terminal written with a lazy quantifier (``*?``) ends at
+its first accepting position (its language is made prefix-free).
+
+DFA states are interned sets of NFA states; rows of the transition table are computed
+on first use. State 0 is the dead state, state 1 the start of a lexeme.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import LimitExceededError
+from .regex import NFA
+
+DEAD = 0
+START = 1
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """One terminal of a grammar as the lexer sees it."""
+
+    name: str
+    start: int          # NFA entry state
+    accept: int         # NFA exit state
+    priority: int = 0
+    literal: bool = False
+    lazy: bool = False
+    ignored: bool = False
+
+
+class ByteDFA:
+    """Lazily built DFA over bytes for a set of terminals sharing one :class:`NFA`."""
+
+    def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000):
+        self.nfa = nfa
+        self.terminals = terminals
+        self.max_states = max_states
+        n = len(nfa)
+        owner = np.full(n, -1, dtype=np.int32)
+        for tid, term in enumerate(terminals):
+            for s in _reachable(nfa, term.start):
+                owner[s] = tid
+        self.owner = owner
+        self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
+        self.live = _coreachable(nfa, {t.accept for t in terminals})
+        self.lazy = {tid for tid, t in enumerate(terminals) if t.lazy}
+        self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
+        self._states: list[frozenset[int]] = []
+        self._index: dict[frozenset[int], int] = {}
+        self.alive: list[int] = []          # bitset of terminals alive in each state
+        self.emit: list[int] = []           # id of the emitted terminal set, -1 if not accepting
+        self.term_sets: list[tuple[int, ...]] = []
+        self._term_set_index: dict[tuple[int, ...], int] = {}
+        self.term_set_ignored: list[bool] = []
+        self.trans = np.zeros((64, 256), dtype=np.int32)
+        self.row_done = np.zeros(64, dtype=bool)
+        self._closure_cache: dict[frozenset[int], int] = {}
+        self._intern(frozenset())
+        self.trans[DEAD] = DEAD
+        self.row_done[DEAD] = True
+        self._intern(self._closure([t.start for t in terminals]))
+
+    # -- state construction ---------------------------------------------------------------
+    def _closure(self, seeds) -> frozenset[int]:
+        eps, live = self.nfa.eps, self.live
+        out = set()
+        stack = [s for s in seeds if s in live]
+        while stack:
+            s = stack.pop()
+            if s in out:
+                continue
+            out.add(s)
+            for t in eps[s]:
+                if t in live and t not in out:
+                    stack.append(t)
+        return frozenset(out)
+
+    def _intern(self, nfa_set: frozenset[int]) -> int:
+        sid = self._index.get(nfa_set)
+        if sid is not None:
+            return sid
+        sid = len(self._states)
+        if sid >= self.max_states:
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+        self._states.append(nfa_set)
+        self._index[nfa_set] = sid
+        owner = self.owner
+        alive = 0
+        accepting = []
+        for s in nfa_set:
+            alive |= 1 << int(owner[s])
+            tid = self.accept_of.get(s)
+            if tid is not None:
+                accepting.append(tid)
+        self.alive.append(alive)
+        self.emit.append(self._best(accepting))
+        if sid >= self.trans.shape[0]:
+            grow = self.trans.shape[0]
+            self.trans = np.concatenate([self.trans, np.zeros((grow, 256), dtype=np.int32)])
+            self.row_done = np.concatenate([self.row_done, np.zeros(grow, dtype=bool)])
+        return sid
+
+    def _best(self, accepting: list[int]) -> int:
+        if not accepting:
+            return -1
+        terms = self.terminals
+        real = [t for t in accepting if not terms[t].ignored]
+        pool = real or accepting
+        rank = max((terms[t].priority, terms[t].literal) for t in pool)
+        chosen = tuple(sorted(t for t in pool if (terms[t].priority, terms[t].literal) == rank))
+        return self.term_set_id(chosen)
+
+    def term_set_id(self, terms: tuple[int, ...]) -> int:
+        """Intern a sorted tuple of terminal ids (a lexeme's reading)."""
+        i = self._term_set_index.get(terms)
+        if i is None:
+            i = self._term_set_index[terms] = len(self.term_sets)
+            self.term_sets.append(terms)
+            self.term_set_ignored.append(all(self.terminals[t].ignored for t in terms))
+        return i
+
+    def compute_row(self, sid: int) -> None:
+        """Fill the transition row of state ``sid``."""
+        if self.row_done[sid]:
+            return
+        nfa_set = self._states[sid]
+        owner, edges = self.owner, self.nfa.edges
+        stop = set()
+        if self.lazy:
+            for s in nfa_set:
+                tid = self.accept_of.get(s)
+                if tid is not None and tid in self.lazy:
+                    stop.add(tid)
+        buckets: dict[int, list[int]] = {}
+        for s in nfa_set:
+            if stop and int(owner[s]) in stop:
+                continue
+            for lo, hi, t in edges[s]:
+                for b in range(lo, hi + 1):
+                    lst = buckets.get(b)
+                    if lst is None:
+                        buckets[b] = [t]
+                    else:
+                        lst.append(t)
+        row = np.zeros(256, dtype=np.int32)
+        cache = self._closure_cache
+        for b, targets in buckets.items():
+            key = frozenset(targets)
+            nid = cache.get(key)
+            if nid is None:
+                nid = cache[key] = self._intern(self._closure(targets))
+            row[b] = nid
+        self.trans[sid] = row
+        self.row_done[sid] = True
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Make sure the rows of all ``states`` are computed (vectorised check)."""
+        if states.size and not self.row_done[states].all():
+            for s in np.unique(states[~self.row_done[states]]).tolist():
+                self.compute_row(s)
+
+    def step(self, sid: int, byte: int) -> int:
+        """One transition (computing the row if needed)."""
+        if not self.row_done[sid]:
+            self.compute_row(sid)
+        return int(self.trans[sid, byte])
+
+    @property
+    def n_states(self) -> int:
+        """Number of DFA states built so far."""
+        return len(self._states)
+
+    def build_all(self, limit: int | None = None) -> None:
+        """Determinise everything reachable from the start state (bounded by ``limit``)."""
+        limit = limit or self.max_states
+        i = 0
+        while i < len(self._states):
+            if i >= limit:
+                raise LimitExceededError(f"lexer DFA exceeds {limit} states")
+            self.compute_row(i)
+            i += 1
+
+
+def _reachable(nfa: NFA, start: int) -> set[int]:
+    seen = {start}
+    stack = [start]
+    while stack:
+        s = stack.pop()
+        for t in nfa.eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+        for _lo, _hi, t in nfa.edges[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return seen
+
+
+def _coreachable(nfa: NFA, finals: set[int]) -> set[int]:
+    rev: list[list[int]] = [[] for _ in range(len(nfa))]
+    for s in range(len(nfa)):
+        for t in nfa.eps[s]:
+            rev[t].append(s)
+        for _lo, _hi, t in nfa.edges[s]:
+            rev[t].append(s)
+    seen = set(finals)
+    stack = list(finals)
+    while stack:
+        s = stack.pop()
+        for p in rev[s]:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen

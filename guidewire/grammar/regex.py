@@ -1,0 +1,265 @@
+"""Python ``re`` syntax -> byte-level Thompson NFA (UTF-8 aware).
+
+Parsing uses the standard library's own ``re`` parser (so the accepted syntax and the
+error positions are exactly Python's); the tree is turned into a nondeterministic
+automaton over *bytes*, each character class expanded into UTF-8 byte-range paths.
+Character classes follow Unicode semantics (``\\d``, ``\\w``, ``\\s`` as the ``regex``
+package defines them) unless the ASCII flag is set. Lookarounds, backreferences,
+word boundaries, atomic groups and possessive repeats cannot be expressed by a
+finite automaton over the text and raise :class:`UnsupportedFeatureError`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+try:  # Python >= 3.11
+    from re import _constants as C
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover
+    import sre_constants as C  # type: ignore
+    import sre_parse  # type: ignore
+
+from ..core.errors import LimitExceededError, RegexSyntaxError, UnsupportedFeatureError
+from .charset import Intervals, case_fold, category, complement, normalize, union, utf8_sequences
+
+MAX_NFA_STATES = 250_000
+
+_CATEGORIES = {
+    C.CATEGORY_DIGIT: ("digit", False), C.CATEGORY_NOT_DIGIT: ("digit", True),
+    C.CATEGORY_WORD: ("word", False), C.CATEGORY_NOT_WORD: ("word", True),
+    C.CATEGORY_SPACE: ("space", False), C.CATEGORY_NOT_SPACE: ("space", True),
+}
+_START_ANCHORS = {C.AT_BEGINNING, C.AT_BEGINNING_STRING}
+_END_ANCHORS = {C.AT_END, C.AT_END_STRING}
+
+
+class NFA:
+    """A byte-level NFA with epsilon moves; many terminals may share one instance."""
+
+    def __init__(self, max_states: int = MAX_NFA_STATES):
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.max_states = max_states
+        self._class_cache: dict[Intervals, list[list[tuple[int, int]]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.eps)
+
+    def add_state(self) -> int:
+        """A fresh state id."""
+        if len(self.eps) >= self.max_states:
+            raise LimitExceededError(
+                f"automaton exceeds {self.max_states} NFA states (a very long pattern or large repeat count)")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
+        """Edges from ``src`` to ``dst`` consuming one character of ``chars`` as UTF-8."""
+        seqs = self._class_cache.get(chars)
+        if seqs is None:
+            seqs = self._class_cache[chars] = utf8_sequences(chars)
+        for seq in seqs:
+            cur = src
+            for i, (lo, hi) in enumerate(seq):
+                nxt = dst if i == len(seq) - 1 else self.add_state()
+                self.edges[cur].append((lo, hi, nxt))
+                cur = nxt
+
+    def add_bytes(self, src: int, dst: int, lo: int, hi: int) -> None:
+        """An edge consuming one raw byte in ``[lo, hi]``."""
+        self.edges[src].append((lo, hi, dst))
+
+
+@dataclass(frozen=True)
+class RegexFragment:
+    """Result of compiling a pattern into an :class:`NFA`: entry and exit states."""
+
+    start: int
+    end: int
+    has_lazy: bool
+    nullable: bool
+
+
+def parse(pattern: str, flags: int = 0):
+    """Parse with Python's ``re`` parser; syntax errors become :class:`RegexSyntaxError`."""
+    try:
+        return sre_parse.parse(pattern, flags)
+    except re.error as exc:
+        line = getattr(exc, "lineno", None)
+        col = getattr(exc, "colno", None)
+        raise RegexSyntaxError(f"{exc.msg} in {pattern!r}", line, col) from None
+    except (OverflowError, RecursionError, ValueError) as exc:
+        raise RegexSyntaxError(f"{exc} in {pattern!r}") from None
+
+
+class _Builder:
+    def __init__(self, nfa: NFA, pattern: str):
+        self.nfa = nfa
+        self.pattern = pattern
+        self.has_lazy = False
+
+    def unsupported(self, what: str):
+        raise UnsupportedFeatureError(f"{what} in regex {self.pattern!r} cannot be enforced by a finite automaton")
+
+    # -- character sets --------------------------------------------------------------------
+    def charset(self, op, av, flags: int) -> Intervals:
+        ascii_only = bool(flags & re.ASCII)
+        if op is C.LITERAL:
+            iv = ((av, av),)
+        elif op is C.NOT_LITERAL:
+            iv = ((av, av),)
+            if flags & re.IGNORECASE:
+                iv = case_fold(iv)
+            return complement(iv)
+        elif op is C.ANY:
+            return complement(()) if flags & re.DOTALL else complement(((10, 10),))
+        elif op is C.IN:
+            negate = False
+            parts = []
+            for sub_op, sub_av in av:
+                if sub_op is C.NEGATE:
+                    negate = True
+                elif sub_op is C.LITERAL:
+                    parts.append(((sub_av, sub_av),))
+                elif sub_op is C.RANGE:
+                    parts.append(((sub_av[0], sub_av[1]),))
+                elif sub_op is C.CATEGORY:
+                    parts.append(self.category(sub_av, ascii_only))
+                else:
+                    self.unsupported(f"class item {sub_op}")
+            iv = union(*parts) if parts else ()
+            if flags & re.IGNORECASE:
+                iv = case_fold(iv)
+            return complement(iv) if negate else iv
+        elif op is C.CATEGORY:
+            iv = self.category(av, ascii_only)
+        else:  # pragma: no cover - guarded by caller
+            raise AssertionError(op)
+        if flags & re.IGNORECASE:
+            iv = case_fold(iv)
+        return normalize(iv)
+
+    def category(self, cat, ascii_only: bool) -> Intervals:
+        if cat not in _CATEGORIES:
+            self.unsupported(f"category {cat}")
+        name, neg = _CATEGORIES[cat]
+        iv = category(name, ascii_only)
+        return complement(iv) if neg else iv
+
+    # -- structure ------------------------------------------------------------------------
+    def seq(self, items, flags: int, at_start: bool, at_end: bool) -> tuple[int, int]:
+        nfa = self.nfa
+        start = nfa.add_state()
+        cur = start
+        items = list(items)
+        zero = [op is C.AT for op, _ in items]
+        for i, (op, av) in enumerate(items):
+            first = at_start and all(zero[:i])
+            last = at_end and all(zero[i + 1:])
+            if op is C.AT:
+                if (av in _START_ANCHORS and first) or (av in _END_ANCHORS and last):
+                    continue
+                if av in _START_ANCHORS or av in _END_ANCHORS:
+                    self.unsupported("an anchor (^, $, \\A, \\Z) that is not at the start or end")
+                self.unsupported(f"the zero-width assertion {av}")
+            s, e = self.node(op, av, flags, first, last)
+            nfa.eps[cur].append(s)
+            cur = e
+        return start, cur
+
+    def node(self, op, av, flags: int, at_start: bool, at_end: bool) -> tuple[int, int]:
+        nfa = self.nfa
+        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY):
+            s, e = nfa.add_state(), nfa.add_state()
+            nfa.add_chars(s, e, self.charset(op, av, flags))
+            return s, e
+        if op is C.SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            return self.seq(sub, (flags | add_flags) & ~del_flags, at_start, at_end)
+        if op is C.BRANCH:
+            s, e = nfa.add_state(), nfa.add_state()
+            for alt in av[1]:
+                a, b = self.seq(alt, flags, at_start, at_end)
+                nfa.eps[s].append(a)
+                nfa.eps[b].append(e)
+            return s, e
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            if op is C.MIN_REPEAT:
+                self.has_lazy = True
+            lo, hi, sub = av
+            return self.repeat(lo, hi, sub, flags)
+        if op is C.POSSESSIVE_REPEAT:
+            self.unsupported("a possessive repeat (*+, ++, ?+)")
+        if op is C.ATOMIC_GROUP:
+            self.unsupported("an atomic group (?>...)")
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            self.unsupported("a lookaround (?=, ?!, ?<=, ?<!)")
+        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            self.unsupported("a backreference")
+        self.unsupported(f"the construct {op}")
+        raise AssertionError  # unreachable
+
+    def repeat(self, lo: int, hi, sub, flags: int) -> tuple[int, int]:
+        nfa = self.nfa
+        unbounded = hi is C.MAXREPEAT or hi == C.MAXREPEAT
+        if lo > 100_000 or (not unbounded and hi > 100_000):
+            raise LimitExceededError(f"repeat count {{{lo},{hi}}} too large in regex {self.pattern!r}")
+        start = nfa.add_state()
+        cur = start
+        for _ in range(lo):
+            a, b = self.seq(sub, flags, False, False)
+            nfa.eps[cur].append(a)
+            cur = b
+        if unbounded:
+            a, b = self.seq(sub, flags, False, False)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(a)
+            end = nfa.add_state()
+            nfa.eps[cur].append(end)
+            nfa.eps[b].append(end)
+            return start, end
+        end = nfa.add_state()
+        nfa.eps[cur].append(end)
+        for _ in range(hi - lo):
+            a, b = self.seq(sub, flags, False, False)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(end)
+            cur = b
+        return start, end
+
+
+def compile_into(nfa: NFA, pattern: str, flags: int = 0) -> RegexFragment:
+    """Add ``pattern`` (Python ``re`` syntax, ``re`` flags) to ``nfa``; return its entry/exit."""
+    tree = parse(pattern, flags)
+    builder = _Builder(nfa, pattern)
+    start, end = builder.seq(list(tree), tree.state.flags | flags, True, True)
+    return RegexFragment(start, end, builder.has_lazy, _reaches(nfa, start, end))
+
+
+def literal_into(nfa: NFA, text: str, ignore_case: bool = False) -> RegexFragment:
+    """Add an exact string (optionally case-insensitive) to ``nfa``."""
+    start = nfa.add_state()
+    cur = start
+    for ch in text:
+        nxt = nfa.add_state()
+        iv = ((ord(ch), ord(ch)),)
+        nfa.add_chars(cur, nxt, case_fold(iv) if ignore_case else iv)
+        cur = nxt
+    return RegexFragment(start, cur, False, not text)
+
+
+def _reaches(nfa: NFA, start: int, end: int) -> bool:
+    seen = {start}
+    stack = [start]
+    while stack:
+        s = stack.pop()
+        if s == end:
+            return True
+        for t in nfa.eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return False
