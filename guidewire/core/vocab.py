@@ -120,6 +120,13 @@ class Vocab:
             tm = self._cache["matrix"] = (ids, lens, mat)
         return tm
 
+    def token_columns(self) -> np.ndarray:
+        """``token_matrix()[2]`` transposed and contiguous (column ``j`` = byte ``j`` of every token)."""
+        cols = self._cache.get("columns")
+        if cols is None:
+            cols = self._cache["columns"] = np.ascontiguousarray(self.token_matrix()[2].T.astype(np.int32))
+        return cols
+
     def bytes_to_tokens(self) -> dict[bytes, int]:
         """Map from token bytes to one ordinary token id with exactly those bytes."""
         m = self._cache.get("b2t")

@@ -19,7 +19,8 @@ import numpy as np
 from ..core.bitmask import bitmask_words
 from .lexer import DEAD, START, ByteDFA
 
-MAX_TRACKED_BOUNDARIES = 4
+MAX_TRACKED_BOUNDARIES = 2
+_FIELD = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
 
 def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
     """Walk every ordinary token of ``vocab`` (a :class:`Vocab`) from lexer state ``q``."""
-    ids, lens, mat = vocab.token_matrix()
+    ids, lens, _mat = vocab.token_matrix()
+    cols = vocab.token_columns()
     vocab_size = vocab.vocab_size
     n = ids.shape[0]
     state = np.full(n, q, dtype=np.int32)
@@ -73,9 +75,9 @@ def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
         if k == 0:
             break
         s = state[:k]
-        b = mat[:k, j]
+        b = cols[j, :k]
         dfa.ensure_rows(s)
-        nxt = dfa.trans[s, b]
+        nxt = dfa.trans.ravel()[(s << 8) | b]
         kill = np.flatnonzero((nxt == DEAD) & (s != DEAD))
         if kill.size:
             if emit.shape[0] < dfa.n_states:
@@ -93,36 +95,41 @@ def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
         state[:k] = nxt
     alive_arr = _alive_ids(dfa)
     alive_id = alive_arr[0][state]
-    live = (state != DEAD) & (alive_id >= 0)
-    keys = np.concatenate([nb[:, None], lex, alive_id[:, None]], axis=1)[live]
-    live_ids = ids[live]
+    live = np.flatnonzero((state != DEAD) & (alive_id >= 0))
     groups: list[tuple[tuple[int, ...], int]] = []
     rows: list[np.ndarray] = []
     words = bitmask_words(vocab_size)
-    if live_ids.size:
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+    if live.size:
+        # one int64 key per token: boundary count (2 bits) | lexeme 1 | lexeme 2 | alive id
+        nbl = np.minimum(nb[live], MAX_TRACKED_BOUNDARIES + 1).astype(np.int64)
+        l1 = lex[live, 0].astype(np.int64) + 1
+        l2 = lex[live, 1].astype(np.int64) + 1
+        al = alive_id[live]
+        exact = (l1 < _FIELD) & (l2 < _FIELD) & (al < _FIELD) & (nbl <= MAX_TRACKED_BOUNDARIES)
+        keys = (((nbl << 20 | l1) << 20 | l2) << 20) | al
+        keys[~exact] = -1
+        uniq, inverse = np.unique(keys, return_inverse=True)
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
-        toks_sorted = live_ids[order]
-        state_sorted = state[live][order]
+        toks_sorted = ids[live][order]
         for g in range(uniq.shape[0]):
             members = toks_sorted[bounds[g]:bounds[g + 1]]
-            count = int(uniq[g, 0])
-            alive_bits = alive_arr[1][int(uniq[g, -1])]
-            if count <= MAX_TRACKED_BOUNDARIES:
-                groups.append((tuple(int(x) for x in uniq[g, 1:1 + count]), alive_bits))
+            key = int(uniq[g])
+            if key >= 0:
+                count = key >> 60
+                lexemes = ((key >> 40) & (_FIELD - 1)) - 1, ((key >> 20) & (_FIELD - 1)) - 1
+                groups.append((tuple(lexemes[:count]), alive_arr[1][key & (_FIELD - 1)]))
                 rows.append(_ids_to_row(members, words))
-            else:  # more boundaries than tracked: regroup these few tokens exactly
-                sub: dict[tuple[int, ...], list[int]] = {}
-                for tok, fin in zip(members.tolist(), state_sorted[bounds[g]:bounds[g + 1]].tolist()):
-                    lexemes, _ = walk_token(dfa, q, vocab.token_bytes[tok])
-                    sub.setdefault(tuple(lexemes), []).append(tok)
-                for lexemes, toks in sub.items():
-                    groups.append((lexemes, alive_bits))
+            else:  # many boundaries (or huge ids): regroup these few tokens exactly
+                sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
+                for tok in members.tolist():
+                    lexemes, fin = walk_token(dfa, q, vocab.token_bytes[tok])
+                    sub.setdefault((tuple(lexemes), dfa.alive[fin]), []).append(tok)
+                for key2, toks in sub.items():
+                    groups.append(key2)
                     rows.append(_ids_to_row(np.array(toks, dtype=np.int64), words))
     masks = np.stack(rows) if rows else np.zeros((0, words), dtype=np.int32)
-    return TokenTable(q, tuple(groups), masks, int(live_ids.size))
+    return TokenTable(q, tuple(groups), masks, int(live.size))
 
 
 def _active_counts(lens: np.ndarray, maxlen: int) -> np.ndarray:
