@@ -54,10 +54,7 @@ def partial_range(tail: bytes) -> tuple[int, int] | None:
         b = hi.decode("utf-8")
     except UnicodeDecodeError:
         b = None
-    # clamp invalid ends (overlongs, surrogates, > U+10FFFF) by scanning
-    cps = []
-    for probe in (lo, hi):
-        pass
+    # invalid ends (overlongs, surrogates, > U+10FFFF): scan the valid completions
     lo_cp = ord(a) if a else None
     hi_cp = ord(b) if b else None
     if lo_cp is None or hi_cp is None:
