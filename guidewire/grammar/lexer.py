@@ -3,8 +3,9 @@
 Lexing semantics (like a classic ``lex`` scanner without backup): a lexeme grows while
 the next byte keeps *some* terminal alive (maximal munch over all terminals); when a
 byte kills every terminal, the lexeme ends there and must be accepted by at least one
-terminal. The lexeme is then reported as the set of accepting terminals with the best
-``(priority, literal-over-regex)`` rank; ignored terminals (``%ignore``) only count when
+terminal. The lexeme is then reported as the set of accepting terminals of the highest
+``priority``, where a literal beats an *infinite* regex terminal for the same lexeme
+(keywords are reserved words, while ``"+"`` and ``ADD_OP: "+"|"-"`` both read ``+``); ignored terminals (``%ignore``) only count when
 no grammar terminal accepts. A terminal written with a lazy quantifier (``*?``) ends at
 its first accepting position (its language is made prefix-free).
 
@@ -36,6 +37,7 @@ class Terminal:
     literal: bool = False
     lazy: bool = False
     ignored: bool = False
+    infinite: bool = False   # language is infinite (identifier-like); set by the lexer
 
 
 class ByteDFA:
@@ -43,7 +45,6 @@ class ByteDFA:
 
     def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000):
         self.nfa = nfa
-        self.terminals = terminals
         self.max_states = max_states
         n = len(nfa)
         owner = np.full(n, -1, dtype=np.int32)
@@ -53,6 +54,7 @@ class ByteDFA:
         self.owner = owner
         self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
         self.live = _coreachable(nfa, {t.accept for t in terminals})
+        self.terminals = [_with_infinite(nfa, t, self.live) for t in terminals]
         self.lazy = {tid for tid, t in enumerate(terminals) if t.lazy}
         self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
         self._states: list[frozenset[int]] = []
@@ -116,8 +118,11 @@ class ByteDFA:
         terms = self.terminals
         real = [t for t in accepting if not terms[t].ignored]
         pool = real or accepting
-        rank = max((terms[t].priority, terms[t].literal) for t in pool)
-        chosen = tuple(sorted(t for t in pool if (terms[t].priority, terms[t].literal) == rank))
+        top = max(terms[t].priority for t in pool)
+        pool = [t for t in pool if terms[t].priority == top]
+        if any(terms[t].literal for t in pool):
+            pool = [t for t in pool if terms[t].literal or not terms[t].infinite]
+        chosen = tuple(sorted(pool))
         return self.term_set_id(chosen)
 
     def term_set_id(self, terms: tuple[int, ...]) -> int:
@@ -205,6 +210,32 @@ def _reachable(nfa: NFA, start: int) -> set[int]:
                 seen.add(t)
                 stack.append(t)
     return seen
+
+
+def _with_infinite(nfa: NFA, term: Terminal, live: set[int]) -> Terminal:
+    """Copy of ``term`` with ``infinite`` set iff its live automaton has a cycle."""
+    from dataclasses import replace
+
+    color: dict[int, int] = {}
+    stack = [(term.start, 0)]
+    while stack:
+        s, i = stack.pop()
+        succ = [t for t in nfa.eps[s] if t in live] + [t for _a, _b, t in nfa.edges[s] if t in live]
+        if i == 0:
+            if s in color:
+                continue
+            color[s] = 1
+        if i < len(succ):
+            stack.append((s, i + 1))
+            t = succ[i]
+            c = color.get(t)
+            if c == 1:
+                return replace(term, infinite=True)
+            if c is None:
+                stack.append((t, 0))
+        else:
+            color[s] = 2
+    return replace(term, infinite=False)
 
 
 def _coreachable(nfa: NFA, finals: set[int]) -> set[int]:
