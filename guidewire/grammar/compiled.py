@@ -272,23 +272,45 @@ class GrammarMatcher:
 
         return bitmask_to_ids(self.current_mask(), self.grammar.vocab.vocab_size)
 
-    def forced_tokens(self, limit: int = 256) -> list[int]:
-        """Tokens forced from here: each step exactly one token allowed and EOS not allowed."""
-        probe = self.fork()
+    def forced_bytes(self, limit: int = 4096) -> bytes:
+        """The bytes the grammar forces from here (each the only viable next byte), up to ``limit``."""
+        if self.error is not None or self._stack[-1][2]:
+            return b""
+        g = self.grammar
+        s, q, _ = self._stack[-1]
+        out = bytearray()
+        try:
+            while len(out) < limit and not g.can_end(s, q):
+                nexts = [(b, st) for b in range(256) if (st := g.step_bytes(s, q, bytes([b]))) is not None]
+                if len(nexts) != 1:
+                    break
+                b, (s, q) = nexts[0]
+                out.append(b)
+        except LimitExceededError:
+            pass
+        return bytes(out)
+
+    def forced_tokens(self, limit: int = 4096) -> list[int]:
+        """A tokenization of :meth:`forced_bytes` (greedy longest match; every token is allowed).
+
+        Callers that feed these to a model should back off the last token or two so the
+        model can choose its own split at the boundary (see the speculative runtime).
+        """
+        data = self.forced_bytes(limit)
+        vocab = self.grammar.vocab
+        b2t = vocab.bytes_to_tokens()
+        longest = max(len(data), 1)
         out: list[int] = []
-        eos = self.grammar.eos_row
-        for _ in range(limit):
-            row = probe.current_mask()
-            if (row & eos).any() or probe.error is not None:
+        i = 0
+        while i < len(data):
+            for j in range(min(len(data), i + longest), i, -1):
+                t = b2t.get(data[i:j])
+                if t is not None:
+                    out.append(t)
+                    i = j
+                    break
+            else:  # the vocabulary cannot spell the next byte alone: stop here
                 break
-            counts = np.bitwise_count(row.view(np.uint32))
-            if int(counts.sum()) != 1:
-                break
-            word = int(np.flatnonzero(counts)[0])
-            tok = word * 32 + int(row.view(np.uint32)[word]).bit_length() - 1
-            if not probe.advance(tok):  # pragma: no cover - the mask allowed it
-                break
-            out.append(tok)
         return out
 
     def fork(self) -> "GrammarMatcher":
