@@ -164,7 +164,6 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
             nt_index[s.name] = n_terms + len(nt_index)
         return nt_index[s.name]
 
-    start_id = None
     rules = []
     for r in lark_rules:
         lhs = sym(r.origin)
