@@ -17,7 +17,7 @@ from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, Unsati
 from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
-from .lexer import ByteDFA, Terminal
+from .lexer import ByteDFA, Terminal, _reachable
 from .regex import NFA, compile_into, literal_into
 
 # common.lark terminals written with lookbehind, and lookaround-free regexes with the same
@@ -94,7 +94,7 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
     """
     frag_nfa = NFA()
     frag = compile_into(frag_nfa, pattern, flags)
-    if not _reaches_end(frag_nfa, frag.start, frag.end):
+    if frag.end not in _reachable(frag_nfa, frag.start):
         raise UnsatisfiableGrammarError(f"regex {pattern!r} matches no string")
     spec = TerminalSpec("REGEX", pattern, flags=flags)
     rules = [(1, (0,))]
@@ -102,24 +102,6 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
         rules.append((1, ()))
     return assemble([spec], rules, 1, ["start"], vocab, source=pattern, lazy_terminals=False,
                     allow_nullable=True)
-
-
-def _reaches_end(nfa: NFA, start: int, end: int) -> bool:
-    seen = {start}
-    stack = [start]
-    while stack:
-        s = stack.pop()
-        if s == end:
-            return True
-        for t in nfa.eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-        for _lo, _hi, t in nfa.edges[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return False
 
 
 def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> CompiledGrammar:
