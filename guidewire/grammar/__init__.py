@@ -2,5 +2,7 @@
 
 from .compiled import CompiledGrammar, GrammarMatcher
 from .frontend import builtin_grammar, compile_lark, compile_regex
+from .jsonschema import JsonSchemaOptions, compile_json_schema
 
-__all__ = ["CompiledGrammar", "GrammarMatcher", "compile_lark", "compile_regex", "builtin_grammar"]
+__all__ = ["CompiledGrammar", "GrammarMatcher", "compile_lark", "compile_regex", "builtin_grammar",
+           "compile_json_schema", "JsonSchemaOptions"]

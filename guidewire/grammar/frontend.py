@@ -40,6 +40,8 @@ class TerminalSpec:
     priority: int = 0
     ignored: bool = False
     flags: int = 0
+    family: int = -1
+    builder: object = None   # optional callable(nfa) -> RegexFragment building the terminal directly
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
@@ -58,7 +60,9 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             lex_terms.append(Terminal(spec.name, s, e))
             empty.add(tid)
             continue
-        if spec.literal:
+        if spec.builder is not None:
+            frag = spec.builder(nfa)
+        elif spec.literal:
             frag = literal_into(nfa, spec.pattern, spec.ignore_case)
             data = spec.pattern.encode("utf-8")
             if not spec.ignore_case and not vocab.can_spell(data):
@@ -71,7 +75,7 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             raise UnsupportedFeatureError(
                 f"terminal {spec.name} matches the empty string; every lexeme must be non-empty")
         lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
-                                  lazy_terminals and frag.has_lazy, spec.ignored))
+                                  lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family))
     dfa = ByteDFA(nfa, lex_terms)
     for tid in range(n_terms):
         if tid not in empty and not _has_path(dfa, lex_terms[tid]):

@@ -96,10 +96,11 @@ def parse(pattern: str, flags: int = 0):
 
 
 class _Builder:
-    def __init__(self, nfa: NFA, pattern: str):
+    def __init__(self, nfa, pattern: str, *, search: bool = False):
         self.nfa = nfa
         self.pattern = pattern
         self.has_lazy = False
+        self.search = search  # unanchored ends match anything (JSON Schema ``pattern``)
 
     def unsupported(self, what: str):
         raise UnsupportedFeatureError(f"{what} in regex {self.pattern!r} cannot be enforced by a finite automaton")
@@ -156,6 +157,10 @@ class _Builder:
         cur = start
         items = list(items)
         zero = [op is C.AT for op, _ in items]
+        if self.search and (at_start or at_end):
+            cur = self._search_ends(items, zero, at_start, at_end, start)
+            if cur is None:
+                return start, self._search_tail(start)
         for i, (op, av) in enumerate(items):
             first = at_start and all(zero[:i])
             last = at_end and all(zero[i + 1:])
@@ -165,10 +170,43 @@ class _Builder:
                 if av in _START_ANCHORS or av in _END_ANCHORS:
                     self.unsupported("an anchor (^, $, \\A, \\Z) that is not at the start or end")
                 self.unsupported(f"the zero-width assertion {av}")
+            if self.search:  # an explicit anchor here already fixed this end
+                first = first and self._end_kind(items, zero, reverse=False) != "anchor"
+                last = last and self._end_kind(items, zero, reverse=True) != "anchor"
             s, e = self.node(op, av, flags, first, last)
             nfa.eps[cur].append(s)
             cur = e
+        if self.search and at_end and self._end_kind(items, zero, reverse=True) == "any":
+            cur = self._search_tail(cur)
         return start, cur
+
+    # -- search semantics (an unanchored end matches any text) ------------------------------
+    def _end_kind(self, items, zero, reverse: bool) -> str:
+        """How one end of a sequence is fixed: ``anchor``, ``delegate`` (a group decides), ``any``."""
+        order = range(len(items) - 1, -1, -1) if reverse else range(len(items))
+        anchors = _END_ANCHORS if reverse else _START_ANCHORS
+        for i in order:
+            op, av = items[i]
+            if zero[i]:
+                if av in anchors:
+                    return "anchor"
+                continue
+            return "delegate" if op in (C.SUBPATTERN, C.BRANCH) else "any"
+        return "any"
+
+    def _search_ends(self, items, zero, at_start: bool, at_end: bool, start: int):
+        if not any(not z for z in zero) and not any(av in _START_ANCHORS | _END_ANCHORS
+                                                     for op, av in items if op is C.AT):
+            return None  # an empty (sub)pattern: matches anywhere
+        if at_start and self._end_kind(items, zero, reverse=False) == "any":
+            return self._search_tail(start)
+        return start
+
+    def _search_tail(self, cur: int) -> int:
+        loop = self.nfa.add_state()
+        self.nfa.eps[cur].append(loop)
+        self.nfa.add_chars(loop, loop, complement(()))
+        return loop
 
     def node(self, op, av, flags: int, at_start: bool, at_end: bool) -> tuple[int, int]:
         nfa = self.nfa

@@ -1,0 +1,91 @@
+"""JSON Schema -> CompiledGrammar: ``compile_json_schema(schema, vocab, **options)``.
+
+Strict by default: a keyword (or combination) that cannot be enforced exactly raises
+:class:`~guidewire.core.errors.UnsupportedFeatureError` naming the keyword and its JSON
+pointer. With ``lenient=True`` the closest over-approximation is compiled and what is not
+enforced is listed in ``grammar.notes``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ...core.errors import UnsatisfiableGrammarError
+from .emit import SchemaGrammarBuilder
+from .flatten import Flattener
+from .resolve import Resolver, SchemaError, draft_of, load_schema
+
+__all__ = ["compile_json_schema", "JsonSchemaOptions", "SchemaError"]
+
+
+@dataclass(frozen=True)
+class JsonSchemaOptions:
+    """How values are laid out and how strictly the schema is enforced.
+
+    ``whitespace``: ``"flexible"`` (JSON whitespace between tokens, each run at most
+    ``max_whitespace`` characters) or ``"compact"``; ``separators=(item, key)`` fixes the
+    exact separators (as ``json.dumps``); ``indent=k`` fixes the ``json.dumps(indent=k)``
+    layout. ``any_order`` lets named properties appear in any order (default: schema
+    order). ``strict_openai`` applies OpenAI strict-mode semantics (every property
+    required, no additional properties).
+    """
+
+    lenient: bool = False
+    whitespace: str = "flexible"
+    max_whitespace: int = 24
+    separators: tuple[str, str] | None = None
+    indent: int | None = None
+    any_order: bool = False
+    strict_openai: bool = False
+    max_depth: int = 64
+    max_string_length: int = 10_000
+
+
+def compile_json_schema(schema, vocab, **options):
+    """Compile a JSON Schema (dict, JSON text, or Pydantic model class) against ``vocab``.
+
+    Returns a :class:`~guidewire.grammar.CompiledGrammar` whose ``notes`` list what is not
+    enforced (annotation-only formats; in lenient mode, over-approximated keywords).
+    """
+    opts = JsonSchemaOptions(**options)
+    if opts.whitespace not in ("flexible", "compact"):
+        raise ValueError(f"whitespace must be 'flexible' or 'compact', got {opts.whitespace!r}")
+    if opts.indent is not None and (opts.indent < 0 or opts.separators is not None):
+        raise ValueError("indent must be >= 0 and cannot be combined with separators")
+    root = load_schema(schema)
+    notes: list[str] = []
+    resolver = Resolver(root)
+    flattener = Flattener(resolver, draft_of(root), strict=not opts.lenient, notes=notes)
+    builder = SchemaGrammarBuilder(flattener, _validator(root), opts)
+    sym = builder.value(root, "#", 0)
+    if sym is None:
+        raise UnsatisfiableGrammarError("the schema admits no JSON value")
+    grammar = builder.build(sym, vocab, source=json.dumps(root)[:10_000])
+    grammar.notes = tuple(dict.fromkeys(notes))
+    return grammar
+
+
+def _validator(root):
+    """``check(subschema, value) -> bool`` with ``jsonschema``, refs resolved against ``root``."""
+    try:
+        from jsonschema import validators
+    except ImportError:  # pragma: no cover - jsonschema is a dependency
+        return None
+    try:
+        cls = validators.validator_for(root) if isinstance(root, dict) else validators.Draft202012Validator
+        base = cls(root, format_checker=cls.FORMAT_CHECKER)
+    except Exception as exc:  # noqa: BLE001 - a schema jsonschema itself rejects
+        raise SchemaError(f"invalid schema: {exc}") from None
+
+    def check(sub, value) -> bool:
+        if sub is True:
+            return True
+        if sub is False:
+            return False
+        try:
+            return base.evolve(schema=sub).is_valid(value)
+        except Exception:  # noqa: BLE001 - unresolvable parts: keep the value (enforced elsewhere)
+            return True
+
+    return check

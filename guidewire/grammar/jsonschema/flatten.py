@@ -1,0 +1,289 @@
+"""Normalise one subschema and fold ``$ref``/``allOf`` into a flat conjunction of constraints.
+
+The flat form is a dict of the ordinary keywords (``type`` as a list, ``x-patterns`` for
+``pattern``/``format``, numeric bounds as numbers, ``prefixItems``/``items`` split) plus
+``x-any`` (``anyOf``/``oneOf`` groups still to expand), ``x-not`` and ``x-raw`` (the source
+schemas, used to filter ``enum`` values with ``jsonschema`` itself).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ...core.errors import UnsatisfiableGrammarError, UnsupportedFeatureError
+from .formats import format_regex
+from .resolve import DRAFT4, LEGACY, SchemaError
+
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "id", "deprecated",
+    "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$anchor",
+    "$dynamicAnchor", "$vocabulary", "definitions", "$defs", "discriminator", "nullable_annotation",
+    "example", "markdownDescription", "errorMessage", "deprecationMessage", "$recursiveAnchor",
+}
+HANDLED = {
+    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems",
+    "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems", "minLength",
+    "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf", "anyOf", "oneOf", "allOf", "not", "$ref",
+}
+UNSUPPORTED = {
+    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+}
+MAX_MERGE_DEPTH = 64
+
+
+class Flattener:
+    """Turns raw subschemas into flat constraint dicts (see module docstring)."""
+
+    def __init__(self, resolver, draft: str, strict: bool, notes: list[str]):
+        self.resolver = resolver
+        self.draft = draft
+        self.strict = strict
+        self.notes = notes
+
+    def unsupported(self, keyword: str, pointer: str, why: str = "") -> None:
+        """Raise in strict mode; in lenient mode record that ``keyword`` is not enforced."""
+        msg = f"keyword {keyword!r} at {pointer or '#'} cannot be enforced exactly" + (f": {why}" if why else "")
+        if self.strict:
+            raise UnsupportedFeatureError(msg + " (compile with lenient=True to over-approximate)")
+        self.notes.append(msg)
+
+    # ------------------------------------------------------------------------------------------
+    def flatten(self, node, pointer: str, depth: int = 0):
+        """Flat dict for ``node``, or ``False`` when it admits no value."""
+        if depth > MAX_MERGE_DEPTH:
+            raise UnsupportedFeatureError(f"$ref/allOf nesting deeper than {MAX_MERGE_DEPTH} at {pointer} "
+                                          "(a reference cycle without an intervening value?)")
+        if node is True or node == {}:
+            return {"x-raw": [True]}
+        if node is False:
+            return False
+        if not isinstance(node, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, got {type(node).__name__}", pointer)
+        parts = []
+        own = dict(node)
+        ref = own.pop("$ref", None)
+        if ref is not None:
+            target, tptr = self.resolver.resolve(ref, pointer)
+            if self.draft in (DRAFT4, LEGACY):
+                own = {}  # draft-04..07: siblings of $ref are ignored
+            parts.append(self.flatten(target, tptr, depth + 1))
+        all_of = own.pop("allOf", None)
+        if all_of is not None:
+            if not isinstance(all_of, list) or not all_of:
+                raise SchemaError("allOf must be a non-empty array", pointer)
+            for i, sub in enumerate(all_of):
+                parts.append(self.flatten(sub, f"{pointer}/allOf/{i}", depth + 1))
+        flat = self.normalize(own, pointer, node)
+        for p in parts:
+            flat = merge(flat, p, pointer)
+            if flat is False:
+                return False
+        return flat
+
+    def normalize(self, node: dict, pointer: str, raw) -> dict | bool:
+        """Check keyword values and rewrite them into the flat vocabulary."""
+        out: dict = {"x-raw": [raw]}
+        for key, value in node.items():
+            if key in ANNOTATIONS or key.startswith("x-"):
+                continue
+            if key in UNSUPPORTED:
+                self.unsupported(key, pointer)
+                continue
+            if key not in HANDLED:
+                continue  # unknown vocabulary: not an assertion in JSON Schema
+            self._keyword(out, key, value, node, pointer)
+        return out
+
+    def _keyword(self, out: dict, key: str, value, node: dict, pointer: str) -> None:
+        where = f"{pointer}/{key}"
+        if key == "type":
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, list) or not names:
+                raise SchemaError("type must be a string or a non-empty array", where)
+            for t in names:
+                if t not in TYPES:
+                    raise SchemaError(f"unknown type {t!r}", where)
+            out["type"] = sorted(set(names))
+        elif key == "const":
+            out["enum"] = [value]
+        elif key == "enum":
+            if not isinstance(value, list):
+                raise SchemaError("enum must be an array", where)
+            out["enum"] = list(value)
+        elif key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                     "minContains", "maxContains"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+                raise SchemaError(f"{key} must be a non-negative integer", where)
+            out[key] = int(value)
+        elif key in ("minimum", "maximum"):
+            _number(value, where)
+            excl = node.get("exclusive" + key[0].upper() + key[1:])
+            if isinstance(excl, bool):  # draft-04
+                out[("exclusiveMinimum" if key == "minimum" else "exclusiveMaximum") if excl else key] = value
+            else:
+                out[key] = value
+        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(value, bool):
+                return  # draft-04 boolean: handled together with minimum/maximum
+            _number(value, where)
+            out[key] = value
+        elif key == "multipleOf":
+            _number(value, where)
+            if value <= 0:
+                raise SchemaError("multipleOf must be greater than 0", where)
+            out[key] = value
+        elif key == "pattern":
+            if not isinstance(value, str):
+                raise SchemaError("pattern must be a string", where)
+            out.setdefault("x-patterns", []).append((value, True))
+        elif key == "format":
+            rx = format_regex(value) if isinstance(value, str) else None
+            if rx is None:
+                self.notes.append(f"format {value!r} at {where} is an annotation (not enforced)")
+            else:
+                out.setdefault("x-patterns", []).append((rx, False))
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                if isinstance(value, bool):
+                    return  # draft-03 style boolean: annotation here
+                raise SchemaError("required must be an array of strings", where)
+            out["required"] = list(dict.fromkeys(value))
+        elif key == "properties" or key == "patternProperties":
+            if not isinstance(value, dict):
+                raise SchemaError(f"{key} must be an object", where)
+            out[key] = dict(value)
+        elif key == "items":
+            if isinstance(value, list):
+                out["prefixItems"] = list(value)
+                if "additionalItems" in node:
+                    out["items"] = node["additionalItems"]
+            else:
+                out["items"] = value
+        elif key == "additionalItems":
+            if not isinstance(node.get("items"), list):
+                return  # ignored unless items is a tuple
+        elif key == "prefixItems":
+            if not isinstance(value, list):
+                raise SchemaError("prefixItems must be an array", where)
+            out["prefixItems"] = list(value)
+        elif key == "uniqueItems":
+            if value is True:
+                out["uniqueItems"] = True
+        elif key in ("anyOf", "oneOf"):
+            if not isinstance(value, list) or not value:
+                raise SchemaError(f"{key} must be a non-empty array", where)
+            out.setdefault("x-any", []).append((key, [(b, f"{where}/{i}") for i, b in enumerate(value)]))
+        elif key == "not":
+            out.setdefault("x-not", []).append((value, where))
+        elif key in ("additionalProperties", "propertyNames", "contains"):
+            out[key] = value
+
+
+def _number(value, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise SchemaError("expected a number", where)
+
+
+def _all_of(a, b):
+    if a is True or a is None:
+        return b
+    if b is True or b is None:
+        return a
+    if a is False or b is False:
+        return False
+    if a == b:
+        return a
+    return {"allOf": [a, b]}
+
+
+def merge(a, b, pointer: str):
+    """Conjunction of two flat dicts (``False`` if provably empty)."""
+    if a is False or b is False:
+        return False
+    out = dict(a)
+    out["x-raw"] = a.get("x-raw", []) + b.get("x-raw", [])
+    for key, value in b.items():
+        if key == "x-raw":
+            continue
+        if key not in out:
+            out[key] = value
+            continue
+        cur = out[key]
+        if key == "type":
+            ta, tb = set(cur), set(value)
+            both = ta & tb
+            if "integer" in ta and "number" in tb or "number" in ta and "integer" in tb:
+                both.add("integer")
+            if not both:
+                return False
+            out[key] = sorted(both)
+        elif key == "enum":
+            out[key] = [v for v in cur if any(_json_eq(v, w) for w in value)]
+            if not out[key]:
+                return False
+        elif key in ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum", "minContains"):
+            out[key] = max(cur, value)
+        elif key in ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum", "maxContains"):
+            out[key] = min(cur, value)
+        elif key == "multipleOf":
+            fa, fb = Fraction(str(cur)), Fraction(str(value))
+            if fa.denominator == 1 and fb.denominator == 1:
+                out[key] = math.lcm(int(fa), int(fb))
+            elif fa % fb == 0:
+                out[key] = cur
+            elif fb % fa == 0:
+                out[key] = value
+            else:
+                raise UnsupportedFeatureError(f"keyword 'multipleOf' at {pointer}: cannot combine {cur} and {value}")
+        elif key in ("x-patterns", "x-any", "x-not"):
+            out[key] = cur + value
+        elif key == "required":
+            out[key] = list(dict.fromkeys(cur + value))
+        elif key == "properties":
+            props = dict(cur)
+            for name, sub in value.items():
+                props[name] = _all_of(props.get(name), sub)
+            out[key] = props
+        elif key == "patternProperties":
+            pp = dict(cur)
+            for pat, sub in value.items():
+                pp[pat] = _all_of(pp.get(pat), sub)
+            out[key] = pp
+        elif key in ("additionalProperties", "items", "propertyNames", "contains"):
+            out[key] = _all_of(cur, value)
+        elif key == "prefixItems":
+            n = max(len(cur), len(value))
+            out[key] = [_all_of(cur[i] if i < len(cur) else None, value[i] if i < len(value) else None)
+                        for i in range(n)]
+        elif key == "uniqueItems":
+            out[key] = cur or value
+    _close_objects(out, a, b, pointer)
+    return out
+
+
+def _close_objects(out: dict, a: dict, b: dict, pointer: str) -> None:
+    """Properties named by one side only are subject to the other side's additionalProperties."""
+    for this, other in ((a, b), (b, a)):
+        ap = other.get("additionalProperties", True)
+        if ap is True or "properties" not in this:
+            continue
+        if other.get("patternProperties"):
+            raise UnsupportedFeatureError(
+                f"keyword 'allOf' at {pointer}: merging objects with additionalProperties and "
+                "patternProperties on different branches is not supported")
+        mine = set(other.get("properties", {}))
+        for name in this["properties"]:
+            if name not in mine:
+                out["properties"][name] = _all_of(out["properties"][name], ap)
+
+
+def _json_eq(x, y) -> bool:
+    if isinstance(x, bool) or isinstance(y, bool):
+        return type(x) is type(y) and x == y
+    return x == y

@@ -1,0 +1,260 @@
+"""JSON string lexemes: regexes over the *decoded* string, compiled to bytes of its JSON text.
+
+JSON Schema constrains the decoded value of a string (``pattern``, ``minLength``,
+``format``), while the model writes its JSON encoding, where one character may appear
+raw (UTF-8), as a short escape (``\\n``, ``\\"``) or as ``\\uXXXX`` (a surrogate pair
+above the BMP). This module builds a character-level automaton (:class:`CharNFA`) with
+the ordinary regex builder, optionally intersects it with a length counter, and encodes
+every character edge as its JSON spellings in the byte-level :class:`NFA`: raw UTF-8, the
+short escapes, and ``\\uXXXX`` for control and non-ASCII characters (the spellings
+``json.dumps`` produces with or without ``ensure_ascii``); printable ASCII is only raw,
+which keeps key and enum automata small.
+Patterns use JSON Schema's search semantics: unanchored ends match anything.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import LimitExceededError
+from .charset import MAX_CP, Intervals, complement, normalize
+from .regex import NFA, RegexFragment, _Builder, _reaches, parse
+
+MAX_PRODUCT_STATES = 60_000
+ANY: Intervals = complement(())
+_SHORT_ESCAPES = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 0x08: ord("b"), 0x0C: ord("f"),
+                  0x0A: ord("n"), 0x0D: ord("r"), 0x09: ord("t")}
+_RAW_FORBIDDEN: Intervals = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+
+
+class CharNFA:
+    """An NFA over Unicode characters (edges carry interval sets), same shape as :class:`NFA`."""
+
+    def __init__(self, max_states: int = 100_000):
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[Intervals, int]]] = []
+        self.max_states = max_states
+
+    def __len__(self) -> int:
+        return len(self.eps)
+
+    def add_state(self) -> int:
+        """A fresh state id."""
+        if len(self.eps) >= self.max_states:
+            raise LimitExceededError(f"pattern automaton exceeds {self.max_states} states")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
+        """An edge consuming one character of ``chars``."""
+        if chars:
+            self.edges[src].append((chars, dst))
+
+
+def pattern_automaton(pattern: str, *, search: bool = True) -> tuple[CharNFA, int, int]:
+    """Character automaton of a JSON Schema ``pattern`` (unanchored ends match anything)."""
+    cnfa = CharNFA()
+    tree = parse(pattern, 0)
+    builder = _Builder(cnfa, pattern, search=search)
+    start, end = builder.seq(list(tree), tree.state.flags, True, True)
+    return cnfa, start, end
+
+
+def any_string_automaton() -> tuple[CharNFA, int, int]:
+    """Character automaton of every string."""
+    cnfa = CharNFA()
+    s = cnfa.add_state()
+    cnfa.add_chars(s, s, ANY)
+    return cnfa, s, s
+
+
+def literal_automaton(text: str) -> tuple[CharNFA, int, int]:
+    """Character automaton of one exact string."""
+    cnfa = CharNFA()
+    start = cur = cnfa.add_state()
+    for ch in text:
+        nxt = cnfa.add_state()
+        cnfa.add_chars(cur, nxt, ((ord(ch), ord(ch)),))
+        cur = nxt
+    return cnfa, start, cur
+
+
+def excluding_automaton(names) -> tuple[CharNFA, int, int]:
+    """Character automaton of every string *except* the given ones (a trie and its complement)."""
+    cnfa = CharNFA()
+    root = cnfa.add_state()
+    sink = cnfa.add_state()
+    end = cnfa.add_state()
+    cnfa.add_chars(sink, sink, ANY)
+    cnfa.eps[sink].append(end)
+    trie: dict[int, dict[int, int]] = {root: {}}
+    final: set[int] = set()
+    for name in sorted(set(names)):
+        node = root
+        for ch in name:
+            nxt = trie[node].get(ord(ch))
+            if nxt is None:
+                nxt = trie[node][ord(ch)] = cnfa.add_state()
+                trie[nxt] = {}
+            node = nxt
+        final.add(node)
+    for node, children in trie.items():
+        for c, child in children.items():
+            cnfa.add_chars(node, child, ((c, c),))
+        rest = complement(normalize([(c, c) for c in children]))
+        cnfa.add_chars(node, sink, rest)
+        if node not in final:
+            cnfa.eps[node].append(end)
+    return cnfa, root, end
+
+
+def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: int = 0,
+                     max_len: int | None = None, quoted: bool = True) -> RegexFragment:
+    """Add the JSON spellings of the automaton's strings, with ``min_len..max_len`` characters.
+
+    The length counter is intersected with the character automaton (product states are
+    bounded by :data:`MAX_PRODUCT_STATES`). With ``quoted`` the surrounding ``"`` are included.
+    """
+    cnfa, c_start, c_end = automaton
+    cap = max_len if max_len is not None else min_len
+    if cap * max(1, len(cnfa)) > 4 * MAX_PRODUCT_STATES and max_len is not None:
+        raise LimitExceededError(f"string length bound {cap} with a pattern of {len(cnfa)} states is too large")
+    index: dict[tuple[int, int], int] = {}
+    first = nfa.add_state()
+    final = nfa.add_state()
+    work: list[tuple[int, int]] = []
+
+    def state(c: int, k: int) -> int:
+        key = (c, k)
+        sid = index.get(key)
+        if sid is None:
+            if len(index) >= MAX_PRODUCT_STATES:
+                raise LimitExceededError(
+                    f"string constraint needs more than {MAX_PRODUCT_STATES} automaton states")
+            sid = index[key] = nfa.add_state()
+            work.append(key)
+        return sid
+
+    begin = state(c_start, 0)
+    if quoted:
+        nfa.add_bytes(first, begin, 0x22, 0x22)
+    else:
+        nfa.eps[first].append(begin)
+    while work:
+        c, k = work.pop()
+        sid = index[(c, k)]
+        for t in cnfa.eps[c]:
+            nfa.eps[sid].append(state(t, k))
+        if max_len is None or k < max_len:
+            k2 = k + 1 if (max_len is not None or k < min_len) else k
+            for chars, t in cnfa.edges[c]:
+                json_chars_into(nfa, sid, state(t, k2), chars)
+        if c == c_end and k >= min_len:
+            if quoted:
+                nfa.add_bytes(sid, final, 0x22, 0x22)
+            else:
+                nfa.eps[sid].append(final)
+    return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final))
+
+
+def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals) -> None:
+    """Edges ``src -> dst`` spelling one character of ``chars`` in JSON string syntax."""
+    raw = _minus(chars, _RAW_FORBIDDEN)
+    if raw:
+        nfa.add_chars(src, dst, raw)
+    back = nfa.add_state()
+    nfa.add_bytes(src, back, 0x5C, 0x5C)
+    for c, letter in _SHORT_ESCAPES.items():
+        if _contains(chars, c):
+            nfa.add_bytes(back, dst, letter, letter)
+    bmp = _intersect(chars, ((0, 0x1F), (0x7F, 0xFFFF)))   # printable ASCII is never \u-escaped
+    astral = _intersect(chars, ((0x10000, MAX_CP),))
+    if not bmp and not astral:
+        return
+    u = nfa.add_state()
+    nfa.add_bytes(back, u, ord("u"), ord("u"))
+    for lo, hi in bmp:
+        for seq in hex4_sequences(lo, hi):
+            _digits_path(nfa, u, dst, seq)
+    for lo, hi in astral:
+        for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(lo, hi):
+            mid = nfa.add_state()
+            for seq in hex4_sequences(h_lo, h_hi):
+                _digits_path(nfa, u, mid, seq)
+            b2, u2 = nfa.add_state(), nfa.add_state()
+            nfa.add_bytes(mid, b2, 0x5C, 0x5C)
+            nfa.add_bytes(b2, u2, ord("u"), ord("u"))
+            for seq in hex4_sequences(l_lo, l_hi):
+                _digits_path(nfa, u2, dst, seq)
+
+
+def hex4_sequences(lo: int, hi: int, width: int = 4) -> list[list[tuple[int, int]]]:
+    """Split ``[lo, hi]`` into sequences of per-hex-digit ranges (most significant first)."""
+    if width == 1:
+        return [[(lo, hi)]]
+    base = 16 ** (width - 1)
+    dlo, dhi = lo // base, hi // base
+    rlo, rhi = lo % base, hi % base
+    if dlo == dhi:
+        return [[(dlo, dlo)] + s for s in hex4_sequences(rlo, rhi, width - 1)]
+    out: list[list[tuple[int, int]]] = []
+    if rlo != 0:
+        out += [[(dlo, dlo)] + s for s in hex4_sequences(rlo, base - 1, width - 1)]
+        dlo += 1
+    tail: list[list[tuple[int, int]]] = []
+    if rhi != base - 1:
+        tail = [[(dhi, dhi)] + s for s in hex4_sequences(0, rhi, width - 1)]
+        dhi -= 1
+    if dlo <= dhi:
+        out.append([(dlo, dhi)] + [(0, 15)] * (width - 1))
+    return out + tail
+
+
+def _digits_path(nfa: NFA, src: int, dst: int, seq: list[tuple[int, int]]) -> None:
+    cur = src
+    for i, (a, b) in enumerate(seq):
+        nxt = dst if i == len(seq) - 1 else nfa.add_state()
+        if a <= 9:
+            nfa.add_bytes(cur, nxt, 0x30 + a, 0x30 + min(b, 9))
+        if b >= 10:
+            x = max(a, 10) - 10
+            y = b - 10
+            nfa.add_bytes(cur, nxt, ord("a") + x, ord("a") + y)
+            nfa.add_bytes(cur, nxt, ord("A") + x, ord("A") + y)
+        cur = nxt
+
+
+def _surrogate_blocks(lo: int, hi: int):
+    """(high-surrogate range, low-surrogate range) blocks spelling code points ``lo..hi``."""
+    a, b = lo - 0x10000, hi - 0x10000
+    ha, la, hb, lb = a >> 10, a & 0x3FF, b >> 10, b & 0x3FF
+    if ha == hb:
+        return [((0xD800 + ha, 0xD800 + ha), (0xDC00 + la, 0xDC00 + lb))]
+    out = []
+    if la != 0:
+        out.append(((0xD800 + ha, 0xD800 + ha), (0xDC00 + la, 0xDFFF)))
+        ha += 1
+    tail = []
+    if lb != 0x3FF:
+        tail.append(((0xD800 + hb, 0xD800 + hb), (0xDC00, 0xDC00 + lb)))
+        hb -= 1
+    if ha <= hb:
+        out.append(((0xD800 + ha, 0xD800 + hb), (0xDC00, 0xDFFF)))
+    return out + tail
+
+
+def _contains(iv: Intervals, c: int) -> bool:
+    return any(a <= c <= b for a, b in iv)
+
+
+def _intersect(x: Intervals, y: Intervals) -> Intervals:
+    out = []
+    for a, b in x:
+        for c, d in y:
+            lo, hi = max(a, c), min(b, d)
+            if lo <= hi:
+                out.append((lo, hi))
+    return normalize(out)
+
+
+def _minus(x: Intervals, y: Intervals) -> Intervals:
+    return _intersect(x, complement(normalize(y)))
