@@ -1,4 +1,9 @@
-"""The vectorised token tables against a slow per-token reference walk (hypothesis)."""
+"""The vectorised token tables against a slow per-token reference walk (hypothesis).
+
+A table lists, for lexer state ``q``, each walked token's group ``(lexemes, alive bits)``;
+tokens whose first byte ends the lexeme of ``q`` sit in its restart row and read as
+``[emit[q]] + walk(START, token)``, so their reading comes from the START table.
+"""
 
 import numpy as np
 import pytest
@@ -6,14 +11,56 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guidewire.core import bitmask_to_bool
-from guidewire.grammar import builtin_grammar, compile_lark
-from guidewire.grammar.lexer import DEAD
-from guidewire.grammar.tokentable import build_table, walk_token
+from guidewire.core.errors import GuidewireError
+from guidewire.grammar import builtin_grammar, compile_lark, compile_regex
+from guidewire.grammar.lexer import DEAD, START
+from guidewire.grammar.tokentable import TableBuilder, build_table, walk_token
 
 
 @pytest.fixture(scope="module")
 def grammars(smollm2):
     return {name: compile_lark(builtin_grammar(name), smollm2) for name in ("json", "sql")}
+
+
+def readings(builder, q):
+    """Token id -> (lexemes, alive bits) for every token the tables of ``builder`` allow from ``q``."""
+    vocab = builder.vocab
+    table = builder.table(q)
+    out = {}
+    for gi, (lexemes, alive) in enumerate(table.groups):
+        for t in np.flatnonzero(bitmask_to_bool(table.masks[gi], vocab.vocab_size)).tolist():
+            assert t not in out, "a token sits in two groups"
+            out[t] = (tuple(lexemes), alive)
+    assert table.n_tokens == len(out)
+    if table.restart_lexeme >= 0:
+        assert q != START
+        start = readings(builder, START)
+        for t in np.flatnonzero(bitmask_to_bool(table.restart_mask, vocab.vocab_size)).tolist():
+            assert t not in out, "a token is both walked and restarted"
+            if t in start:
+                lexemes, alive = start[t]
+                out[t] = ((table.restart_lexeme,) + lexemes, alive)
+    return out
+
+
+def check_state(builder, q, tokens):
+    """The table of ``q`` agrees with :func:`walk_token` on ``tokens``."""
+    dfa, vocab = builder.dfa, builder.vocab
+    got = readings(builder, q)
+    for t in tokens:
+        lexemes, fin = walk_token(dfa, q, vocab.token_bytes[t])
+        if fin == DEAD or not dfa.alive[fin]:
+            assert t not in got, (q, vocab.token_bytes[t])
+        else:
+            assert got.get(t) == (tuple(lexemes), dfa.alive[fin]), (q, vocab.token_bytes[t])
+
+
+def interesting_tokens(vocab, alphabet: bytes, rng, limit=1500):
+    """Tokens spelled only with ``alphabet`` (the ones a small grammar can lex), plus a random sample."""
+    allowed = set(alphabet)
+    inside = [i for i in vocab.normal_ids.tolist() if set(vocab.token_bytes[i]) <= allowed]
+    inside = rng.permutation(inside)[:limit].tolist() if inside else []
+    return inside + rng.choice(vocab.normal_ids, 300, replace=False).tolist()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -23,16 +70,104 @@ def test_table_groups_match_slow_walk(grammars, name, data):
     dfa, vocab = g.dfa, g.vocab
     dfa.build_all(limit=5000)
     q = data.draw(st.integers(1, dfa.n_states - 1))
-    table = build_table(dfa, q, vocab)
-    where = {}
-    for gi, (lexemes, alive) in enumerate(table.groups):
-        for t in np.flatnonzero(bitmask_to_bool(table.masks[gi], vocab.vocab_size)).tolist():
-            assert t not in where, "a token sits in two groups"
-            where[t] = (lexemes, alive)
+    builder = TableBuilder(dfa, vocab)
     sample = data.draw(st.lists(st.sampled_from(vocab.normal_ids.tolist()), min_size=50, max_size=200))
-    for t in sample:
-        lexemes, fin = walk_token(dfa, q, vocab.token_bytes[t])
-        if fin == DEAD or not dfa.alive[fin]:
-            assert t not in where
-        else:
-            assert where[t] == (tuple(lexemes), dfa.alive[fin]), (q, vocab.token_bytes[t])
+    check_state(builder, q, sample)
+
+
+def test_table_covers_every_token(grammars):
+    """Whole-vocabulary check of a few states of each grammar (string bodies, keywords, START)."""
+    rng = np.random.default_rng(0)
+    for g in grammars.values():
+        builder = TableBuilder(g.dfa, g.vocab)
+        states = [START] + rng.choice(np.arange(2, g.dfa.n_states), 3, replace=False).tolist()
+        for q in states:
+            check_state(builder, q, g.vocab.normal_ids.tolist()[::7])
+
+
+def test_build_table_is_the_builder_table(grammars):
+    g = grammars["json"]
+    a, b = build_table(g.dfa, 2, g.vocab), TableBuilder(g.dfa, g.vocab).table(2)
+    assert a.groups == b.groups and np.array_equal(a.masks, b.masks)
+
+
+# -- random regexes and grammars ---------------------------------------------------------------
+ATOMS = ["a", "b", "ab", "ba", " ", "-", r"\d", "[a-c]", "[^a]", '"', r"\s", ".", "x", "é"]
+
+
+@st.composite
+def regexes(draw, depth=3):
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(ATOMS))
+    kind = draw(st.sampled_from(["cat", "alt", "star", "plus", "opt", "rep"]))
+    a = draw(regexes(depth=depth - 1))
+    if kind == "cat":
+        return a + draw(regexes(depth=depth - 1))
+    if kind == "alt":
+        return f"(?:{a}|{draw(regexes(depth=depth - 1))})"
+    return f"(?:{a})" + {"star": "*", "plus": "+", "opt": "?", "rep": "{1,3}"}[kind]
+
+
+def random_lark(terms):
+    names = [f"T{i}" for i in range(len(terms))]
+    defs = "\n".join(f"{n}: /{t}/" for n, t in zip(names, terms))
+    return f"start: item+\nitem: {' | '.join(names)}\n{defs}\n%ignore \" \"\n"
+
+
+def check_grammar(g, data, n_states=3):
+    dfa, vocab = g.dfa, g.vocab
+    try:
+        dfa.build_all(limit=3000)
+    except GuidewireError:
+        return
+    builder = TableBuilder(dfa, vocab)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    tokens = interesting_tokens(vocab, b"abcx-\" 0123456789\n\t\xc3\xa9", rng)
+    states = [START] + [data.draw(st.integers(1, dfa.n_states - 1)) for _ in range(n_states)]
+    for q in states:
+        check_state(builder, q, tokens)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(regexes(), st.data())
+def test_random_regex_tables(smollm2, pattern, data):
+    try:
+        g = compile_regex(pattern, smollm2)
+    except GuidewireError:
+        return
+    check_grammar(g, data)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(regexes(depth=2), min_size=1, max_size=4), st.data())
+def test_random_grammar_tables(smollm2, terms, data):
+    try:
+        g = compile_lark(random_lark(terms), smollm2)
+    except GuidewireError:
+        return
+    check_grammar(g, data)
+
+
+@pytest.mark.gemma
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(["json", "sql"]), st.data())
+def test_gemma_tables(gemma3, name, data):
+    g = compile_lark(builtin_grammar(name), gemma3)
+    check_grammar(g, data, n_states=2)
+
+
+def test_lazy_lexer_tables(smollm2, monkeypatch):
+    """Tables built while the lexer DFA is still lazily determinised agree with the slow walk."""
+    from guidewire.grammar import compiled
+
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    g = compile_lark(builtin_grammar("json"), smollm2)
+    assert not g.dfa.row_done[:g.dfa.n_states].all()
+    builder = TableBuilder(g.dfa, smollm2)
+    rng = np.random.default_rng(1)
+    tokens = interesting_tokens(smollm2, b'{}[]:,"\\ \n0123456789.eE+-truefalsn', rng)
+    q = START
+    for b in b'{"ab\\n':
+        check_state(builder, q, tokens)
+        q = g.dfa.step(q, b)
+    check_state(builder, q, tokens)

@@ -19,9 +19,10 @@ from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGramm
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
-from .tokentable import TokenTable, build_table
+from .tokentable import TableBuilder, TokenTable
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
+EAGER_LEXER_STATES = 4096   # determinise the lexer up front when it has at most this many states
 
 
 class CompiledGrammar:
@@ -40,6 +41,24 @@ class CompiledGrammar:
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._mask_budget = max(1, mask_cache_bytes // (self.words * 4))
         self._zero = np.zeros(self.words, dtype=np.int32)
+        self._builder = TableBuilder(dfa, vocab)
+        self._rep = self._lexer_classes()
+
+    def _lexer_classes(self) -> np.ndarray:
+        """Determinise a small lexer eagerly; map each state to its equivalence class's representative.
+
+        Equivalent states have the same token tables and masks, so they share them. A lexer
+        too big to build up front stays lazy, and every state is its own class.
+        """
+        try:
+            self.dfa.build_all(limit=EAGER_LEXER_STATES)
+        except LimitExceededError:
+            return np.zeros(0, dtype=np.int64)
+        return self.dfa.equivalent_states()
+
+    def _canon(self, q: int) -> int:
+        rep = self._rep
+        return int(rep[q]) if q < rep.shape[0] else q
 
     # -- parser x lexer primitives ------------------------------------------------------------
     def _x(self, s: int) -> int:
@@ -82,14 +101,15 @@ class CompiledGrammar:
 
     def table(self, q: int) -> TokenTable:
         """The token table of lexer state ``q`` (built on first use)."""
+        q = self._canon(q)
         t = self._tables.get(q)
         if t is None:
-            t = self._tables[q] = build_table(self.dfa, q, self.vocab)
+            t = self._tables[q] = self._builder.table(q)
         return t
 
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached; do not modify)."""
-        key = (s, q)
+        key = (s, self._canon(q))
         row = self._masks.get(key)
         if row is not None:
             self._masks.move_to_end(key)
@@ -123,6 +143,11 @@ class CompiledGrammar:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
             row = self._zero.copy()
+        if table.restart_lexeme >= 0:
+            # tokens whose first byte ends the current lexeme: allowed iff allowed after it
+            s1 = scan(s, table.restart_lexeme)
+            if s1 >= 0:
+                row |= self.mask(s1, START) & table.restart_mask
         if self.can_end(s, q):
             row = row | self.eos_row
         row.setflags(write=False)

@@ -38,6 +38,7 @@ class Terminal:
     lazy: bool = False
     ignored: bool = False
     infinite: bool = False   # language is infinite (identifier-like); set by the lexer
+    family: int = -1         # terminals of one family compete by priority; others coexist
 
 
 class ByteDFA:
@@ -96,16 +97,22 @@ class ByteDFA:
             raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
         self._states.append(nfa_set)
         self._index[nfa_set] = sid
-        owner = self.owner
+        owner, edges = self.owner, self.nfa.edges
         alive = 0
         accepting = []
         for s in nfa_set:
-            alive |= 1 << int(owner[s])
             tid = self.accept_of.get(s)
             if tid is not None:
                 accepting.append(tid)
+                if not edges[s]:  # a finished lexeme: alive only if it is read (below)
+                    continue
+            alive |= 1 << int(owner[s])
+        best = self._best(accepting)
+        if best >= 0:  # a terminal shadowed on this lexeme and unable to grow is dead
+            for tid in self.term_sets[best]:
+                alive |= 1 << tid
         self.alive.append(alive)
-        self.emit.append(self._best(accepting))
+        self.emit.append(best)
         if sid >= self.trans.shape[0]:
             grow = self.trans.shape[0]
             self.trans = np.concatenate([self.trans, np.zeros((grow, 256), dtype=np.int32)])
@@ -118,11 +125,20 @@ class ByteDFA:
         terms = self.terminals
         real = [t for t in accepting if not terms[t].ignored]
         pool = real or accepting
-        top = max(terms[t].priority for t in pool)
-        pool = [t for t in pool if terms[t].priority == top]
-        if any(terms[t].literal for t in pool):
-            pool = [t for t in pool if terms[t].literal or not terms[t].infinite]
-        chosen = tuple(sorted(pool))
+        free = [t for t in pool if terms[t].family < 0]
+        families: dict[int, list[int]] = {}
+        for t in pool:
+            if terms[t].family >= 0:
+                families.setdefault(terms[t].family, []).append(t)
+        if free:
+            top = max(terms[t].priority for t in free)
+            free = [t for t in free if terms[t].priority == top]
+            if any(terms[t].literal for t in free):
+                free = [t for t in free if terms[t].literal or not terms[t].infinite]
+        for members in families.values():  # within a family the highest priority wins
+            top = max(terms[t].priority for t in members)
+            free.extend(t for t in members if terms[t].priority == top)
+        chosen = tuple(sorted(free))
         return self.term_set_id(chosen)
 
     def term_set_id(self, terms: tuple[int, ...]) -> int:
@@ -146,25 +162,33 @@ class ByteDFA:
                 tid = self.accept_of.get(s)
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
-        buckets: dict[int, list[int]] = {}
+        # sweep over the byte ranges of all edges: each elementary range has one target set
+        opens: dict[int, list[int]] = {}
+        closes: dict[int, list[int]] = {}
         for s in nfa_set:
             if stop and int(owner[s]) in stop:
                 continue
             for lo, hi, t in edges[s]:
-                for b in range(lo, hi + 1):
-                    lst = buckets.get(b)
-                    if lst is None:
-                        buckets[b] = [t]
-                    else:
-                        lst.append(t)
+                opens.setdefault(lo, []).append(t)
+                closes.setdefault(hi + 1, []).append(t)
         row = np.zeros(256, dtype=np.int32)
         cache = self._closure_cache
-        for b, targets in buckets.items():
-            key = frozenset(targets)
-            nid = cache.get(key)
-            if nid is None:
-                nid = cache[key] = self._intern(self._closure(targets))
-            row[b] = nid
+        active: dict[int, int] = {}
+        points = sorted(opens.keys() | closes.keys())
+        for i, p in enumerate(points[:-1]):
+            for t in closes.get(p, ()):
+                if active[t] == 1:
+                    del active[t]
+                else:
+                    active[t] -= 1
+            for t in opens.get(p, ()):
+                active[t] = active.get(t, 0) + 1
+            if active:
+                key = frozenset(active)
+                nid = cache.get(key)
+                if nid is None:
+                    nid = cache[key] = self._intern(self._closure(key))
+                row[p:points[i + 1]] = nid
         self.trans[sid] = row
         self.row_done[sid] = True
 
@@ -194,6 +218,30 @@ class ByteDFA:
                 raise LimitExceededError(f"lexer DFA exceeds {limit} states")
             self.compute_row(i)
             i += 1
+
+    def equivalent_states(self) -> np.ndarray:
+        """Representative (smallest id) of each state's class of indistinguishable states.
+
+        Two states are equivalent when every byte string drives them through states with
+        the same ``emit`` and ``alive`` labels (Moore's partition refinement), so they lex
+        every continuation identically. Call on a fully built DFA (:meth:`build_all`).
+        """
+        n = self.n_states
+        trans = self.trans[:n]
+        index: dict[tuple[int, int], int] = {}
+        label = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
+                         dtype=np.int64)
+        n_classes = -1
+        while True:
+            sig = np.concatenate([label[:, None], label[trans]], axis=1)
+            classes: dict[bytes, int] = {}
+            label = np.array([classes.setdefault(r.tobytes(), len(classes)) for r in sig], dtype=np.int64)
+            if len(classes) == n_classes:
+                break
+            n_classes = len(classes)
+        first = np.full(n_classes, n, dtype=np.int64)
+        np.minimum.at(first, label, np.arange(n))
+        return first[label]
 
 
 def _reachable(nfa: NFA, start: int) -> set[int]:

@@ -1,17 +1,21 @@
-"""Per-lexer-state token tables: the vocabulary walked through the lexer DFA once, vectorised.
+"""Per-lexer-state token tables: the vocabulary walked through the lexer DFA, vectorised.
 
-For a lexer state ``q`` every ordinary token is run byte by byte through the DFA, all
-tokens at once with numpy (tokens are sorted by length, so column ``j`` only touches the
-tokens longer than ``j``). Each token ends up in a *group* keyed by the lexemes it
-completes on the way (a tuple of terminal-set ids) and the set of terminals still alive
-in its final, unfinished lexeme. At mask time the parser decides per group, never per
-token: a group is allowed iff its lexemes can be scanned from the current Earley set and
-one of its alive terminals is expected afterwards. The groups' token bitmasks are stacked
-so the mask is a single ``bitwise_or.reduce`` over the chosen rows.
+Lexing restarts at ``START`` after every lexeme (maximal munch without backup), so a
+token whose *first* byte kills lexer state ``q`` reads as ``[emit[q]] + walk(START, token)``.
+A :class:`TokenTable` therefore stores such tokens as one *restart* row: at mask time
+they are allowed iff they are allowed at ``(scan(s, emit[q]), START)``, whose mask is
+itself memoised. Only the tokens whose first byte keeps ``q`` alive (for most states a
+few hundred) are walked, all at once with numpy over a flat byte layout of the
+vocabulary, compacting the set of still-running tokens after every step and jumping
+over runs of self-loop bytes (string bodies, identifiers, whitespace) with precomputed
+run ends. Each walked token ends up in a *group* keyed by the lexemes it completes and
+the set of terminals still alive in its final, unfinished lexeme; the parser decides per
+group, never per token, and a mask is a ``bitwise_or`` over the chosen groups' rows.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,20 +24,35 @@ from ..core.bitmask import bitmask_words
 from .lexer import DEAD, START, ByteDFA
 
 MAX_TRACKED_BOUNDARIES = 2
-_FIELD = 1 << 20
+SENTINEL = 256          # the byte value that ends every token in the flat layout
+_ROW = SENTINEL + 1     # width of the extended transition table
+MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precomputed run ends
+SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
+_LAYOUT_KEY = "tokentable.layout"
+_LOOPS_KEY = "tokentable.loops"
+LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
+DENSE_KEY_SPACE = 1 << 16   # group keys below this are made dense with a lookup table, not a sort
 
 
 @dataclass(frozen=True)
 class TokenTable:
     """Token groups for one lexer state.
 
-    ``groups[g] = (lexemes, alive_bits)``; ``masks[g]`` is the int32 bitmask row of its tokens.
+    ``groups[g] = (lexemes, alive_bits)``; ``masks[g]`` is the int32 bitmask row of its
+    tokens. Tokens in ``restart_mask`` (an int32 row, or None) are those whose first byte
+    ends the lexeme of ``state``: each reads as ``restart_lexeme`` followed by its own walk
+    from ``START``. ``restart_lexeme`` is -1 when there are no such tokens (the state is
+    not accepting, or it is ``START``). Every ordinary token that can be lexed from
+    ``state`` is in exactly one group or in the restart row (which may also hold tokens
+    that then fail from ``START``: the START mask leaves those out).
     """
 
     state: int
     groups: tuple[tuple[tuple[int, ...], int], ...]
     masks: np.ndarray
     n_tokens: int
+    restart_lexeme: int = -1
+    restart_mask: np.ndarray | None = None
 
 
 def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
@@ -56,105 +75,486 @@ def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
     return lexemes, q
 
 
-def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
-    """Walk every ordinary token of ``vocab`` (a :class:`Vocab`) from lexer state ``q``."""
-    ids, lens, _mat = vocab.token_matrix()
-    cols = vocab.token_columns()
-    vocab_size = vocab.vocab_size
-    n = ids.shape[0]
-    state = np.full(n, q, dtype=np.int32)
-    nb = np.zeros(n, dtype=np.int32)
-    lex = np.full((n, MAX_TRACKED_BOUNDARIES), -1, dtype=np.int32)
-    dfa.ensure_rows(np.array([q, START], dtype=np.int32))
-    maxlen = int(lens[0]) if n else 0
-    # number of tokens with length > j, for each column j (lens sorted descending)
-    active_counts = _active_counts(lens, maxlen)
-    emit = np.asarray(dfa.emit, dtype=np.int32)
-    for j in range(maxlen):
-        k = int(active_counts[j])
-        if k == 0:
-            break
-        s = state[:k]
-        b = cols[j, :k]
-        dfa.ensure_rows(s)
-        nxt = dfa.trans.ravel()[(s << 8) | b]
-        kill = np.flatnonzero((nxt == DEAD) & (s != DEAD))
-        if kill.size:
-            if emit.shape[0] < dfa.n_states:
-                emit = np.asarray(dfa.emit, dtype=np.int32)
-            e = emit[s[kill]]
-            ok = e >= 0
-            restart = dfa.trans[START, b[kill]]
-            nxt[kill] = np.where(ok, restart, DEAD)
-            good = kill[ok & (restart != DEAD)]
-            if good.size:
-                pos = nb[good]
-                track = pos < MAX_TRACKED_BOUNDARIES
-                lex[good[track], pos[track]] = e[ok & (restart != DEAD)][track]
-                nb[good] += 1
-        state[:k] = nxt
-    alive_arr = _alive_ids(dfa)
-    alive_id = alive_arr[0][state]
-    live = np.flatnonzero((state != DEAD) & (alive_id >= 0))
-    groups: list[tuple[tuple[int, ...], int]] = []
-    rows: list[np.ndarray] = []
-    words = bitmask_words(vocab_size)
-    if live.size:
-        # one int64 key per token: boundary count (2 bits) | lexeme 1 | lexeme 2 | alive id
-        nbl = np.minimum(nb[live], MAX_TRACKED_BOUNDARIES + 1).astype(np.int64)
-        l1 = lex[live, 0].astype(np.int64) + 1
-        l2 = lex[live, 1].astype(np.int64) + 1
-        al = alive_id[live]
-        exact = (l1 < _FIELD) & (l2 < _FIELD) & (al < _FIELD) & (nbl <= MAX_TRACKED_BOUNDARIES)
-        keys = (((nbl << 20 | l1) << 20 | l2) << 20) | al
-        keys[~exact] = -1
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
-        toks_sorted = ids[live][order]
-        for g in range(uniq.shape[0]):
-            members = toks_sorted[bounds[g]:bounds[g + 1]]
-            key = int(uniq[g])
-            if key >= 0:
-                count = key >> 60
-                lexemes = ((key >> 40) & (_FIELD - 1)) - 1, ((key >> 20) & (_FIELD - 1)) - 1
-                groups.append((tuple(lexemes[:count]), alive_arr[1][key & (_FIELD - 1)]))
-                rows.append(_ids_to_row(members, words))
-            else:  # many boundaries (or huge ids): regroup these few tokens exactly
-                sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
-                for tok in members.tolist():
-                    lexemes, fin = walk_token(dfa, q, vocab.token_bytes[tok])
-                    sub.setdefault((tuple(lexemes), dfa.alive[fin]), []).append(tok)
-                for key2, toks in sub.items():
-                    groups.append(key2)
-                    rows.append(_ids_to_row(np.array(toks, dtype=np.int64), words))
-    masks = np.stack(rows) if rows else np.zeros((0, words), dtype=np.int32)
-    return TokenTable(q, tuple(groups), masks, int(live.size))
+# -- per-tokenizer layout (cached on the Vocab) --------------------------------------------------
+@dataclass(frozen=True)
+class VocabLayout:
+    """The ordinary tokens of a vocabulary in the shapes the vectorised walk needs.
+
+    Tokens are ordered by first byte (then id): token ``i`` has id ``ids[i]`` and first
+    byte ``first[i]``; the tokens starting with byte ``b`` are ``bucket[b]:bucket[b+1]``.
+    ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
+    starts at ``starts[i]`` and its sentinel sits at ``ends[i]``. ``first_rows[b]`` is the
+    bitmask row of the tokens starting with ``b``.
+    """
+
+    ids: np.ndarray
+    first: np.ndarray
+    bucket: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    flat: np.ndarray
+    first_rows: np.ndarray
+    words: int
 
 
-def _active_counts(lens: np.ndarray, maxlen: int) -> np.ndarray:
-    counts = np.bincount(lens, minlength=maxlen + 1)
-    # tokens with length > j  ==  total - tokens with length <= j
-    return lens.shape[0] - np.cumsum(counts)[:maxlen]
+def vocab_layout(vocab) -> VocabLayout:
+    """The :class:`VocabLayout` of ``vocab`` (built once per vocabulary and cached on it)."""
+    layout = vocab._cache.get(_LAYOUT_KEY)
+    if layout is None:
+        layout = vocab._cache[_LAYOUT_KEY] = _build_layout(vocab)
+    return layout
 
 
-def _alive_ids(dfa: ByteDFA) -> tuple[np.ndarray, list[int]]:
-    """Map each DFA state to a dense id of its alive-terminal bitset (-1 for none)."""
-    index: dict[int, int] = {}
-    values: list[int] = []
-    out = np.full(dfa.n_states, -1, dtype=np.int64)
-    for s, bits in enumerate(dfa.alive):
-        if bits:
-            i = index.get(bits)
+def _build_layout(vocab) -> VocabLayout:
+    normal = np.asarray(vocab.normal_ids, dtype=np.int64)
+    firsts = np.fromiter((vocab.token_bytes[i][0] for i in normal.tolist()), dtype=np.int64,
+                         count=normal.size)
+    order = np.argsort(firsts, kind="stable")
+    ids, first = normal[order], firsts[order]
+    data = [vocab.token_bytes[i] for i in ids.tolist()]
+    lens = np.fromiter((len(d) for d in data), dtype=np.int64, count=len(data))
+    ends = np.cumsum(lens + 1) - 1
+    starts = ends - lens
+    flat = np.frombuffer(b"\0".join(data) + b"\0", dtype=np.uint8).astype(np.int64)
+    flat[ends] = SENTINEL
+    bucket = np.searchsorted(first, np.arange(257))
+    words = bitmask_words(vocab.vocab_size)
+    first_rows = rows_by_group(first, ids, 256, words)
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows):
+        arr.setflags(write=False)
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words)
+
+
+def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
+    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]``."""
+    rows = np.zeros(n_groups * words, dtype=np.uint32)
+    if ids.size:
+        ids = ids.astype(np.int64, copy=False)
+        np.bitwise_or.at(rows, group.astype(np.int64, copy=False) * words + (ids >> 5),
+                         np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return rows.reshape(n_groups, words).view(np.int32)
+
+
+def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
+    """One bitmask row with ``ids`` set (dense scatter and pack: cheap for many ids)."""
+    buf = np.zeros(words * 32, dtype=bool)
+    buf[ids] = True
+    return np.packbits(buf, bitorder="little").view(np.int32)
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised)."""
+    lens = hi - lo
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    keep = lens > 0
+    lo, lens = lo[keep], lens[keep]
+    step = np.ones(total, dtype=np.int64)
+    heads = np.cumsum(lens) - lens
+    step[0] = lo[0]
+    step[heads[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
+    return np.cumsum(step)
+
+
+@dataclass(frozen=True)
+class LoopRuns:
+    """How the tokens of a vocabulary run through a set of self-loop bytes (a lexer "hub").
+
+    ``run_ends[p]``: the first flat position at or after ``p`` whose byte is not in the
+    loop. ``exits``: the tokens (layout order) whose bytes after the first leave the loop,
+    with ``exit_bucket`` their first-byte buckets; ``stay_row``: the bitmask row of the
+    tokens whose bytes after the first all stay in it.
+    """
+
+    run_ends: np.ndarray
+    exits: np.ndarray
+    exit_bucket: np.ndarray
+    stay_row: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
+
+
+def loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
+    """The :class:`LoopRuns` of ``vocab`` for the 256-bool byte set ``loop``.
+
+    A tokenizer-level index (it depends on the vocabulary and a byte set only), kept in a
+    small per-vocabulary LRU cache bounded by :data:`LOOP_CACHE_BYTES`.
+    """
+    cache: OrderedDict = vocab._cache.setdefault(_LOOPS_KEY, OrderedDict())
+    key = np.packbits(loop).tobytes()
+    runs = cache.get(key)
+    if runs is not None:
+        cache.move_to_end(key)
+        return runs
+    runs = cache[key] = _loop_runs(vocab_layout(vocab), loop)
+    total = sum(r.nbytes for r in cache.values())
+    while len(cache) > 1 and total > LOOP_CACHE_BYTES:
+        total -= cache.popitem(last=False)[1].nbytes
+    return runs
+
+
+def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
+    flat = layout.flat
+    member = np.zeros(SENTINEL + 1, dtype=bool)
+    member[:256] = loop
+    pos = np.arange(flat.size, dtype=np.int32)
+    pos[member.take(flat)] = flat.size
+    run_ends = np.minimum.accumulate(pos[::-1])[::-1]
+    leaves = run_ends.take(layout.starts + 1) != layout.ends
+    exits = np.flatnonzero(leaves)
+    exit_bucket = np.searchsorted(exits, layout.bucket)
+    stay_row = ids_row(layout.ids[~leaves], layout.words)
+    for arr in (run_ends, exits, exit_bucket, stay_row):
+        arr.setflags(write=False)
+    return LoopRuns(run_ends, exits, exit_bucket, stay_row)
+
+
+# -- per-grammar builder ---------------------------------------------------------------------------
+class TableBuilder:
+    """Builds :class:`TokenTable` s for one lexer DFA and vocabulary (caches per-DFA arrays).
+
+    Works on a partially determinised DFA too (rows are computed as the walk needs them);
+    a fully built DFA just never needs to.
+    """
+
+    def __init__(self, dfa: ByteDFA, vocab):
+        self.dfa = dfa
+        self.vocab = vocab
+        self.layout = vocab_layout(vocab)
+        self._synced = (-1, -1)
+        self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot
+        self._hub_loops: list[np.ndarray] = []
+        self._hubs: list[LoopRuns | None] = []
+        self._alive_index: dict[int, int] = {}
+        self.alive_id = np.zeros(0, dtype=np.int64)
+        self._alive_values: list[int] = []
+
+    # cached per-state arrays, refreshed when the DFA grows
+    def _sync(self) -> None:
+        dfa = self.dfa
+        n = dfa.n_states
+        key = (n, int(dfa.row_done[:n].sum()))
+        if key == self._synced:
+            return
+        self.emit = np.asarray(dfa.emit, dtype=np.int64)
+        ext = np.empty((n, _ROW), dtype=np.int64)
+        ext[:, :256] = dfa.trans[:n]
+        ext[:, SENTINEL] = -1 - np.arange(n)   # the end of a token: "finished in state s"
+        self.trans = ext.ravel()
+        old = self.alive_id
+        alive_id = np.full(n, -1, dtype=np.int64)
+        alive_id[:old.size] = old
+        for s in range(old.size, n):
+            bits = dfa.alive[s]
+            if bits:
+                i = self._alive_index.get(bits)
+                if i is None:
+                    i = self._alive_index[bits] = len(self._alive_values)
+                    self._alive_values.append(bits)
+                alive_id[s] = i
+        self.alive_id = alive_id
+        self.hub = self._find_hubs(n)
+        # plain lists for the byte-by-byte walks (fast indexing), once every row is built;
+        # then the hubs are final too: fetch their loop runs now, not in some later step
+        self._rows = dfa.trans[:n].tolist() if key[1] == n else None
+        if self._rows is not None:
+            for slot in range(len(self._hubs)):
+                self._hub(slot)
+        self._synced = key
+
+    def _find_hubs(self, n: int) -> np.ndarray:
+        """Per state: its hub slot (-1 if it is not a self-loop hub). Hub data is fetched lazily."""
+        dfa = self.dfa
+        hub = np.full(n, -1, dtype=np.int64)
+        done = np.flatnonzero(dfa.row_done[:n])
+        loops = dfa.trans[done] == done[:, None]
+        for k in np.flatnonzero(loops.sum(axis=1) >= MIN_LOOP_BYTES).tolist():
+            s = int(done[k])
+            if s == DEAD:
+                continue
+            key = np.packbits(loops[k]).tobytes()
+            slot = self._hub_index.get(key)
+            if slot is None:
+                slot = self._hub_index[key] = len(self._hubs)
+                self._hub_loops.append(loops[k])
+                self._hubs.append(None)
+            hub[s] = slot
+        return hub
+
+    def _hub(self, slot: int) -> LoopRuns:
+        """The loop runs of hub ``slot`` (fetched on first use)."""
+        h = self._hubs[slot]
+        if h is None:
+            h = self._hubs[slot] = loop_runs(self.vocab, self._hub_loops[slot])
+        return h
+
+    # -- the table -----------------------------------------------------------------------------
+    def table(self, q: int) -> TokenTable:
+        """The token table of lexer state ``q``."""
+        dfa, layout = self.dfa, self.layout
+        dfa.ensure_rows(np.array([q, START], dtype=np.int32))
+        self._sync()
+        row = dfa.trans[q].astype(np.int64)
+        live_first = row != DEAD
+        restart_lexeme, restart_mask = -1, None
+        e = int(self.emit[q])
+        if q != START and e >= 0:
+            # a token whose first byte kills q (and can start a lexeme) restarts at START
+            kill_first = ~live_first & (dfa.trans[START] != DEAD)
+            if kill_first.any():
+                restart_lexeme = e
+                restart_mask = np.bitwise_or.reduce(layout.first_rows[kill_first], axis=0)
+                restart_mask.setflags(write=False)
+        cand, stays = self._candidates(row)
+        state = row.take(layout.first.take(cand))
+        ptr = layout.starts.take(cand) + 1
+        fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
+        groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
+        return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask)
+
+    def _candidates(self, row: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+        """Tokens to walk from a state with transition ``row`` (their first byte is taken).
+
+        A token whose first byte enters a hub and whose other bytes all loop there ends in
+        that hub: such tokens are returned as ``(hub state, row)`` instead of walked.
+        """
+        layout = self.layout
+        hub_of = np.where(row != DEAD, self.hub.take(row), -1)
+        parts = []
+        lo = layout.bucket[:-1]
+        hi = layout.bucket[1:]
+        plain = (row != DEAD) & (hub_of < 0)
+        if plain.any():
+            parts.append(_ranges(lo[plain], hi[plain]))
+        stays = []
+        for slot in _distinct(hub_of[hub_of >= 0]):
+            h = self._hub(slot)
+            via = hub_of == slot
+            parts.append(h.exits.take(_ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via])))
+            for target in _distinct(row[via]):
+                firsts = np.bitwise_or.reduce(layout.first_rows[row == target], axis=0)
+                stay = firsts & h.stay_row
+                if stay.any():
+                    stays.append((target, stay))
+        cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return cand, stays
+
+    def _walk(self, state: np.ndarray, ptr: np.ndarray, ends: np.ndarray):
+        """Walk tokens from ``state`` (int64) at flat positions ``ptr`` to their ``ends``.
+
+        Returns (final state, DEAD if unlexable; number of completed lexemes; the first
+        :data:`MAX_TRACKED_BOUNDARIES` lexemes, -1 padded). One numpy step per byte that
+        is not a hub self-loop; the extended transition table sends the sentinel to
+        ``-1 - state``, so finished and killed tokens are found with one comparison.
+        """
+        dfa = self.dfa
+        flat = self.layout.flat
+        n = state.size
+        fin = np.zeros(n, dtype=np.int64)
+        nb = np.zeros(n, dtype=np.int64)
+        lex = np.full((n, MAX_TRACKED_BOUNDARIES), -1, dtype=np.int64)
+        idx = np.arange(n)
+        ptr = ptr.copy()
+        while idx.size:
+            if idx.size <= SMALL_WALK:
+                self._finish_small(idx, state, ptr, ends, fin, nb, lex)
+                break
+            if self._hubs:
+                hub = self.hub.take(state)
+                jump = np.flatnonzero(hub >= 0)
+                if jump.size:
+                    self._jump(ptr, jump, hub.take(jump))
+            if self._rows is None and not dfa.row_done.take(state).all():
+                dfa.ensure_rows(state)
+                self._sync()
+            b = flat.take(ptr)
+            nxt = self.trans.take(state * _ROW + b)
+            stop = np.flatnonzero(nxt <= DEAD)
+            if stop.size:
+                self._stop(stop, idx, state, b, nxt, fin, nb, lex)
+                keep = nxt > DEAD
+                idx, nxt, ptr = idx[keep], nxt[keep], ptr[keep]
+            state = nxt
+            ptr += 1
+        return fin, nb, lex
+
+    def _stop(self, stop, idx, state, b, nxt, fin, nb, lex) -> None:
+        """Tokens ``stop`` reached their end (record the final state) or killed their lexeme.
+
+        A killed lexeme is recorded and the token restarts at START with the same byte
+        (``nxt`` updated); ``nxt`` is DEAD for every token that leaves the walk.
+        """
+        v = nxt.take(stop)
+        ended = v < DEAD
+        if ended.any():
+            fin[idx.take(stop[ended])] = -1 - v[ended]
+            nxt[stop[ended]] = DEAD
+            stop = stop[~ended]
+        if not stop.size:
+            return
+        e = self.emit.take(state.take(stop))
+        restart = self.trans.take(START * _ROW + b.take(stop))
+        ok = (e >= 0) & (restart > DEAD)
+        nxt[stop] = np.where(ok, restart, DEAD)
+        good = idx.take(stop[ok])
+        if good.size:
+            pos = nb.take(good)
+            track = pos < MAX_TRACKED_BOUNDARIES
+            lex[good[track], pos[track]] = e[ok][track]
+            nb[good] += 1
+            if not track.all():  # one lexeme too many: left to the exact regrouping
+                nxt[stop[ok][~track]] = DEAD
+
+    def _jump(self, ptr: np.ndarray, jump: np.ndarray, slots: np.ndarray) -> None:
+        """Move ``ptr[jump]`` (tokens sitting in hubs ``slots``) past their runs of loop bytes."""
+        present = np.flatnonzero(np.bincount(slots)).tolist()
+        if len(present) == 1:
+            ptr[jump] = self._hub(present[0]).run_ends.take(ptr.take(jump))
+            return
+        for slot in present:
+            sel = jump[slots == slot]
+            ptr[sel] = self._hub(slot).run_ends.take(ptr.take(sel))
+
+    def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
+        """Finish the last few running tokens byte by byte in Python."""
+        flat = self.layout.flat
+        for i, q, p, end in zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist()):
+            count = int(nb[i])
+            room = MAX_TRACKED_BOUNDARIES - count
+            lexemes, f = self._walk_bytes(q, flat[p:end].tolist(), room)
+            for k, e in enumerate(lexemes[:room]):
+                lex[i, count + k] = e
+            nb[i] = count + len(lexemes)
+            fin[i] = f if len(lexemes) <= room else DEAD
+
+    def _walk_bytes(self, q: int, data, limit: int | None = None) -> tuple[list[int], int]:
+        """:func:`walk_token` on plain rows; stops (final state DEAD) after ``limit + 1`` lexemes."""
+        rows = self._rows
+        if rows is None:
+            return walk_token(self.dfa, q, bytes(data))
+        emit = self.dfa.emit
+        start = rows[START]
+        lexemes: list[int] = []
+        for b in data:
+            nq = rows[q][b]
+            if nq == DEAD:
+                e = emit[q]
+                if e < 0:
+                    return lexemes, DEAD
+                lexemes.append(e)
+                if limit is not None and len(lexemes) > limit:
+                    return lexemes, DEAD
+                nq = start[b]
+                if nq == DEAD:
+                    return lexemes, DEAD
+            q = nq
+        return lexemes, q
+
+    def _group(self, q: int, cand: np.ndarray, fin, nb, lex, stays):
+        """Group walked tokens by (lexemes, alive terminals) and build the groups' rows.
+
+        ``stays`` are extra ``(final state, row)`` groups of tokens that complete no lexeme.
+        """
+        self._sync()
+        layout = self.layout
+        words = layout.words
+        over = nb > MAX_TRACKED_BOUNDARIES
+        alive_id = self.alive_id.take(fin)
+        live = np.flatnonzero((fin != DEAD) & (alive_id >= 0) & ~over)
+        n_sets = len(self.dfa.term_sets) + 1
+        n_alive = max(len(self._alive_values), 1)
+        # key of a token: its lexemes (count, first, second: mixed radix), then its alive id
+        lexkey = (nb.take(live) * n_sets + lex[live, 0] + 1) * n_sets + lex[live, 1] + 1
+        lex_uniq, lex_id = _dense_ids(lexkey, (MAX_TRACKED_BOUNDARIES + 1) * n_sets * n_sets)
+        toks = layout.ids.take(cand.take(live))
+        extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
+        n_tokens = int(live.size)
+        if over.any():  # many boundaries: regroup these few tokens exactly
+            sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
+            for tok in layout.ids.take(cand[over]).tolist():
+                lexemes, f = self._walk_bytes(q, self.vocab.token_bytes[tok])
+                if f != DEAD and self.dfa.alive[f]:
+                    sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
+                    n_tokens += 1
+            extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
+        uniq, gid = _dense_ids(lex_id * n_alive + alive_id.take(live), lex_uniq.size * n_alive)
+        groups: list[tuple[tuple[int, ...], int]] = []
+        for key in uniq.tolist():
+            k, al = divmod(key, n_alive)
+            k, l2v = divmod(int(lex_uniq[k]), n_sets)
+            count, l1v = divmod(k, n_sets)
+            groups.append((((l1v - 1), (l2v - 1))[:count], self._alive_values[al]))
+        rows = _group_rows(gid, toks, len(groups), words)
+        index = {g: i for i, g in enumerate(groups)}
+        more = []
+        for target, row in stays:
+            extra_key = ((), self.dfa.alive[target])
+            extra[extra_key] = extra[extra_key] | row if extra_key in extra else row
+        for k, row in extra.items():
+            i = index.get(k)
             if i is None:
-                i = index[bits] = len(values)
-                values.append(bits)
-            out[s] = i
-    return out, values
+                index[k] = len(groups)
+                groups.append(k)
+                more.append(row[None])
+            else:
+                rows[i] |= row
+        if more:
+            rows = np.concatenate([rows] + more)
+        n_tokens += sum(_popcount(r) for _t, r in stays)
+        return tuple(groups), rows, n_tokens
 
 
-def _ids_to_row(ids: np.ndarray, words: int) -> np.ndarray:
-    row = np.zeros(words, dtype=np.uint32)
-    ids = ids.astype(np.int64)
-    np.bitwise_or.at(row, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-    return row.view(np.int32)
+def _distinct(values: np.ndarray) -> list[int]:
+    """Sorted distinct values of a small array (no ``np.unique``: it imports ``numpy.ma`` lazily)."""
+    return sorted(set(values.tolist()))
+
+
+def _popcount(row: np.ndarray) -> int:
+    return int(np.unpackbits(row.view(np.uint8)).sum())
+
+
+def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
+    """One bitmask row with ``ids`` set (scatter-and-pack for many ids, ``bitwise_or.at`` for few)."""
+    if ids.size >= words // 4:
+        return ids_row(ids, words)
+    return rows_by_group(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
+
+
+def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct keys, index of each key among them) without a sort when keys are small."""
+    if keys.size == 0:
+        return keys, keys
+    if key_space <= DENSE_KEY_SPACE:
+        counts = np.bincount(keys, minlength=key_space)
+        uniq = np.flatnonzero(counts)
+        lut = np.zeros(key_space, dtype=np.int64)
+        lut[uniq] = np.arange(uniq.size)
+        return uniq, lut.take(keys)
+    uniq, gid = np.unique(keys, return_inverse=True)
+    return uniq, gid.ravel()
+
+
+def _group_rows(gid: np.ndarray, toks: np.ndarray, n_groups: int, words: int) -> np.ndarray:
+    """Bitmask rows of ``n_groups`` groups (token ``toks[i]`` in group ``gid[i]``)."""
+    if n_groups == 0:
+        return np.zeros((0, words), dtype=np.int32)
+    counts = np.bincount(gid, minlength=n_groups)
+    big = np.flatnonzero(counts >= max(words // 4, 64))
+    if not big.size:
+        return rows_by_group(gid, toks, n_groups, words)
+    is_big = np.zeros(n_groups, dtype=bool)
+    is_big[big] = True
+    small = ~is_big.take(gid)
+    rows = rows_by_group(gid[small], toks[small], n_groups, words)
+    for g in big.tolist():
+        rows[g] = ids_row(toks[gid == g], words)
+    return rows
+
+
+def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
+    """The token table of lexer state ``q`` (a one-off :class:`TableBuilder`; see its docs)."""
+    return TableBuilder(dfa, vocab).table(q)
