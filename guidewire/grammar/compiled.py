@@ -22,7 +22,7 @@ from .lexer import DEAD, START, ByteDFA
 from .tokentable import TableBuilder, TokenTable
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
-EAGER_LEXER_STATES = 4096   # determinise the lexer up front when it has at most this many states
+EAGER_LEXER_STATES = 512   # determinise the lexer up front when it has at most this many states
 
 
 class CompiledGrammar:
