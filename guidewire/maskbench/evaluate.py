@@ -1,0 +1,109 @@
+"""Per-schema evaluation: compile, walk every tokenized instance, classify the outcome.
+
+This runs inside a worker process (or in-process in tests). Timing:
+
+- ``compile_ms``: ``engine.compile(schema)``;
+- ``ttfm_ms``: compile + creating a matcher + computing its first mask;
+- TBM samples (µs): every mask computed while walking the instances (before each token and
+  once after the last token, where the EOS bit decides acceptance).
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import Any
+
+from guidewire.core import allocate_token_bitmask
+
+#: schema statuses, most severe first where several apply
+STATUSES = ("pass", "compile_error", "validation_error", "invalidation_error", "timeout", "memory", "error")
+
+
+def _bit(row, token: int) -> bool:
+    """Whether ``token``'s bit is set in a bitmask row."""
+    return (int(row[token >> 5]) >> (token & 31)) & 1 == 1
+
+
+def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: list[float]) -> dict:
+    """Step one instance through a fresh matcher; returns ``{"result", "pos", [note]}``.
+
+    ``result`` is ``accept`` when every token was allowed and an EOS bit is set in the final
+    mask, else ``reject`` with ``pos`` the index of the refused token (``len(tokens)`` when it
+    was refused at the end). Inconsistencies between mask and matcher are noted, not hidden.
+    """
+    m = compiled.matcher()
+    row = bitmask[0]
+    for k, tok in enumerate(tokens):
+        t0 = perf_counter_ns()
+        m.fill_bitmask(bitmask, 0)
+        tbm_us.append((perf_counter_ns() - t0) / 1e3)
+        if not _bit(row, tok):
+            return {"result": "reject", "pos": k}
+        if not m.advance(tok):
+            return {"result": "reject", "pos": k, "note": "advance refused a token the mask allowed"}
+    t0 = perf_counter_ns()
+    m.fill_bitmask(bitmask, 0)
+    tbm_us.append((perf_counter_ns() - t0) / 1e3)
+    eos = any(_bit(row, e) for e in eos_ids)
+    out = {"result": "accept" if eos else "reject", "pos": None if eos else len(tokens)}
+    if eos != bool(m.is_accepting()):
+        out["note"] = f"EOS bit {eos} but is_accepting() {not eos}"
+    return out
+
+
+def _failure(status: str, exc: BaseException | str, **extra) -> dict:
+    msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return {"status": status, "error": msg[:2000], "compile_ms": None, "ttfm_ms": None,
+            "tbm_us": [], "instances": [], **extra}
+
+
+def classify(instances: list[dict]) -> tuple[str, str | None]:
+    """Schema status from instance outcomes: an accepted invalid instance (unsound) outranks
+    a rejected valid one (over-strict); otherwise ``pass``."""
+    bad_invalid = [o for o in instances if o.get("ok") is False and not o["valid"]]
+    bad_valid = [o for o in instances if o.get("ok") is False and o["valid"]]
+    if bad_invalid:
+        o = bad_invalid[0]
+        return "invalidation_error", f"test #{o['test']} ({o['ser']}): invalid instance accepted"
+    if bad_valid:
+        o = bad_valid[0]
+        return "validation_error", f"test #{o['test']} ({o['ser']}): valid instance rejected at token {o['pos']}"
+    return "pass", None
+
+
+def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
+    """Compile ``schema`` with ``engine`` and check every tokenized instance.
+
+    ``instances`` come from :func:`guidewire.maskbench.data.tokenize_instances`. Returns the
+    status, error message, timings, raw TBM samples and per-instance outcomes.
+    """
+    bitmask = allocate_token_bitmask(1, engine.vocab_size)
+    t0 = perf_counter_ns()
+    try:
+        compiled = engine.compile(schema)
+        compile_ns = perf_counter_ns() - t0
+        compiled.matcher().fill_bitmask(bitmask, 0)
+        ttfm_ns = perf_counter_ns() - t0
+    except MemoryError as exc:
+        return _failure("memory", exc)
+    except Exception as exc:  # noqa: BLE001 - every refusal or crash of compile is a compile error
+        return _failure("compile_error", exc)
+    tbm: list[float] = []
+    outcomes = []
+    try:
+        for inst in instances:
+            out = {"test": inst["test"], "ser": inst["ser"], "valid": inst["valid"]}
+            if inst["tokens"] is None:
+                out.update(result="skipped_untokenizable", ok=None)
+            else:
+                out.update(walk_instance(compiled, inst["tokens"], engine.eos_ids, bitmask, tbm))
+                out["ok"] = (out["result"] == "accept") == inst["valid"]
+                out["ntok"] = len(inst["tokens"])
+            outcomes.append(out)
+    except MemoryError as exc:
+        return _failure("memory", exc, compile_ms=compile_ns / 1e6, ttfm_ms=ttfm_ns / 1e6)
+    except Exception as exc:  # noqa: BLE001 - an engine crash mid-walk
+        return _failure("error", exc, compile_ms=compile_ns / 1e6, ttfm_ms=ttfm_ns / 1e6)
+    status, error = classify(outcomes)
+    return {"status": status, "error": error, "compile_ms": compile_ns / 1e6, "ttfm_ms": ttfm_ns / 1e6,
+            "tbm_us": tbm, "instances": outcomes}

@@ -1,0 +1,87 @@
+"""Fake engines for testing the runner: accept everything, reject everything, sleep, allocate.
+
+They need no tokenizer and answer instantly, so tests of classification, timeouts and the
+memory cap run in milliseconds. A schema may carry ``"x-fake-sleep": seconds`` (compile
+sleeps that long) or ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .engines import Engine
+
+
+class _ConstMatcher:
+    """A matcher whose mask is all ones or all zeros, forever."""
+
+    def __init__(self, allow: bool):
+        self._allow = allow
+
+    def fill_bitmask(self, bitmask, row: int = 0) -> None:
+        """Set every bit (accept-all) or clear every bit (reject-all)."""
+        bitmask[row, :] = -1 if self._allow else 0
+
+    def advance(self, token_id: int) -> bool:
+        """True for accept-all, False for reject-all."""
+        return self._allow
+
+    def is_accepting(self) -> bool:
+        """True for accept-all, False for reject-all."""
+        return self._allow
+
+
+class _ConstCompiled:
+    """Compiled form of a constant engine."""
+
+    def __init__(self, allow: bool):
+        self._allow = allow
+
+    def matcher(self) -> _ConstMatcher:
+        """A fresh constant matcher."""
+        return _ConstMatcher(self._allow)
+
+
+def _misbehave(schema: Any) -> None:
+    """Honour ``x-fake-sleep`` and ``x-fake-alloc-mb`` in a schema object."""
+    if not isinstance(schema, dict):
+        return
+    if schema.get("x-fake-sleep"):
+        time.sleep(float(schema["x-fake-sleep"]))
+    if schema.get("x-fake-alloc-mb"):
+        block = np.ones(int(schema["x-fake-alloc-mb"]) * (1 << 20), dtype=np.uint8)
+        del block
+
+
+class AcceptAllEngine(Engine):
+    """Allows every token and accepts at every point (unsound: invalid instances pass)."""
+
+    name = "fake-accept"
+    ALLOW = True
+
+    def compile(self, schema: Any):
+        """Compile instantly (after any requested sleep or allocation)."""
+        _misbehave(schema)
+        return _ConstCompiled(self.ALLOW)
+
+
+class RejectAllEngine(AcceptAllEngine):
+    """Allows no token and never accepts (every valid instance fails)."""
+
+    name = "fake-reject"
+    ALLOW = False
+
+
+class SleepyEngine(AcceptAllEngine):
+    """Accept-all, but compile sleeps ``x-fake-sleep`` seconds (default 3600) on such schemas."""
+
+    name = "fake-sleep"
+
+    def compile(self, schema: Any):
+        """Sleep when the schema asks for it, then behave like accept-all."""
+        if isinstance(schema, dict) and "x-fake-sleep" in schema:
+            time.sleep(float(schema["x-fake-sleep"] or 3600))
+        return _ConstCompiled(True)

@@ -1,0 +1,177 @@
+"""Isolated engine workers: one subprocess per engine, one schema at a time.
+
+The worker caps its address space (``RLIMIT_AS``), builds its engine once (tokenizer
+included), then answers ``evaluate_schema`` requests over a pipe. The parent enforces the
+per-schema timeout by killing the process; a killed or crashed worker is restarted lazily.
+Workers are started with ``spawn`` (the parent holds tokenizer threads, which ``fork``
+would copy in an undefined state).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection
+
+from .engines import EngineContext
+
+STARTUP_TIMEOUT_S = 300.0
+
+
+class WorkerStartError(RuntimeError):
+    """An engine could not be built in its worker (import error, tokenizer failure, ...)."""
+
+
+def _limit_memory(memory_mb: int) -> None:
+    """Cap this process's address space at ``memory_mb`` MiB (0 or less: no cap)."""
+    if memory_mb and memory_mb > 0:
+        import resource
+
+        cap = int(memory_mb) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _redirect_output(log_dir: str | None, engine_name: str) -> None:
+    """Send this process's stdout/stderr (C level too: engines print warnings) to a log file."""
+    if not log_dir:
+        return
+    os.makedirs(log_dir, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in engine_name)
+    path = os.path.join(log_dir, f"{safe}-{os.getpid()}.log")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_mb: int,
+                log_dir: str | None = None) -> None:
+    """Worker loop: build the engine, send ``("ready", version)``, then serve requests.
+
+    A request is ``(schema, instances)``; the reply is ``("result", record)``; ``None`` ends.
+    Engine output goes to ``log_dir/<engine>-<pid>.log`` when ``log_dir`` is given.
+    """
+    _redirect_output(log_dir, engine_name)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    try:
+        _limit_memory(memory_mb)
+        from .engines import build_engine
+        from .evaluate import evaluate_schema
+
+        engine = build_engine(engine_name, ctx)
+        conn.send(("ready", engine.version()))
+    except BaseException as exc:  # noqa: BLE001 - report anything to the parent
+        conn.send(("init_error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+        return
+    while True:
+        try:
+            req = conn.recv()
+        except EOFError:
+            return
+        if req is None:
+            return
+        schema, instances = req
+        conn.send(("result", evaluate_schema(engine, schema, instances)))
+
+
+class Worker:
+    """Parent-side handle of one engine worker process."""
+
+    def __init__(self, engine_name: str, ctx: EngineContext, memory_mb: int, log_dir: str | None = None):
+        """Remember how to start the worker; nothing runs until :meth:`ensure_started`."""
+        self.log_dir = log_dir
+        self.engine_name = engine_name
+        self.ctx = ctx
+        self.memory_mb = memory_mb
+        self.proc: mp.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.version = ""
+        self.busy_with = None  # the task being processed
+        self.deadline = 0.0
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is running."""
+        return self.proc is not None and self.proc.is_alive()
+
+    def ensure_started(self) -> None:
+        """Start the process if needed and wait for its engine to be built."""
+        if self.alive:
+            return
+        self.close()
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir)
+        self.proc = ctx.Process(target=worker_main, args=args, daemon=True, name=f"maskbench-{self.engine_name}")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise WorkerStartError(f"engine {self.engine_name!r}: worker did not start in {STARTUP_TIMEOUT_S:.0f}s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            code = self.proc.exitcode if self.proc else None
+            self.kill()
+            raise WorkerStartError(f"engine {self.engine_name!r}: worker died while starting (exit {code})")
+        if kind != "ready":
+            self.kill()
+            raise WorkerStartError(f"engine {self.engine_name!r} failed to start: {payload}")
+        self.version = payload
+
+    def submit(self, task, schema, instances, timeout_s: float) -> None:
+        """Send one schema; the answer is due before ``timeout_s`` seconds from now."""
+        self.ensure_started()
+        self.conn.send((schema, instances))
+        self.busy_with = task
+        self.deadline = time.monotonic() + timeout_s
+
+    def receive(self) -> dict:
+        """The finished task's record; a dead worker yields a ``memory``/``error`` record."""
+        try:
+            kind, payload = self.conn.recv()
+            return payload
+        except (EOFError, OSError):
+            self.proc.join(1.0)
+            code = self.proc.exitcode
+            self.kill()
+            if code == -signal.SIGABRT or code == -signal.SIGSEGV:
+                status = "memory" if self.memory_mb and self.memory_mb > 0 else "error"
+                msg = f"worker died with signal {-code} (likely an allocation failure under --memory-mb)"
+            else:
+                status, msg = "error", f"worker died (exit code {code})"
+            return {"status": status, "error": msg, "compile_ms": None, "ttfm_ms": None,
+                    "tbm_us": [], "instances": []}
+        finally:
+            self.busy_with = None
+
+    def kill(self) -> None:
+        """Kill the process now (used on timeout) and drop the pipe."""
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5.0)
+        self.close()
+        self.busy_with = None
+
+    def close(self) -> None:
+        """Ask an idle process to exit and release the pipe."""
+        if self.conn is not None:
+            try:
+                if self.proc is not None and self.proc.is_alive() and self.busy_with is None:
+                    self.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            self.conn.close()
+        if self.proc is not None:
+            self.proc.join(2.0)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(2.0)
+        self.conn = None
+        self.proc = None
