@@ -1,4 +1,32 @@
-"""guidewire: structured and code-generation decoding, right by construction."""
+"""guidewire: structured and code-generation decoding, right by construction.
+
+Front door: :func:`generate_json` and :func:`generate` (models and compiled grammars are cached
+per process); the layers underneath are :mod:`guidewire.core`, :mod:`guidewire.grammar` and
+:mod:`guidewire.runtime`. Importing this package is cheap: torch and transformers load on first use.
+"""
 
 __version__ = "0.1.0"
 
+__all__ = ["generate_json", "generate", "load_model", "GuidewireError", "IncompleteOutputError",
+           "OutputValidationError", "DeadEndError", "ModelLoadError", "__version__"]
+
+from .core.errors import GuidewireError  # noqa: E402
+
+_LAZY = {
+    "generate_json": "guidewire.api", "generate": "guidewire.api",
+    "load_model": "guidewire.runtime.loading",
+    "IncompleteOutputError": "guidewire.runtime.errors", "OutputValidationError": "guidewire.runtime.errors",
+    "DeadEndError": "guidewire.runtime.errors", "ModelLoadError": "guidewire.runtime.errors",
+}
+
+
+def __getattr__(name):
+    """Lazily import the front-door names (keeps ``import guidewire.core`` free of torch)."""
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'guidewire' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value

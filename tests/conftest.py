@@ -40,3 +40,17 @@ def gemma_tokenizer():
     from guidewire.core.vocab import _named_tokenizer
 
     return _named_tokenizer("gemma3")[0]
+
+
+@pytest.fixture(scope="session")
+def smol_model():
+    """The real SmolLM2-135M-Instruct (float32, CPU; converted from GGUF once, then cached).
+
+    Uses one torch thread: on a small shared CPU that is several times faster per token.
+    """
+    import torch
+
+    from guidewire.runtime import load_model
+
+    torch.set_num_threads(1)
+    return load_model("smollm2")

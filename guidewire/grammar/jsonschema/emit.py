@@ -630,7 +630,7 @@ class SchemaGrammarBuilder:
             lead = self.nt("lead")
             self.rule(lead)
             self.rule(lead, ws)
-            self.rule(start, lead, root_sym, lead)
+            self.rule(start, lead, root_sym)  # no trailing run: EOS follows the value at once
         else:
             self.rule(start, root_sym)
         n_terms = len(self.terms)

@@ -1,0 +1,284 @@
+"""The front door: ``generate_json`` and ``generate`` over a cached default model.
+
+Models and compiled grammars are cached per process (LRU; grammars keyed on the constraint
+spec, its options and the vocabulary's content hash), so repeated calls pay only for decoding.
+Every structured result is checked by an independent oracle before it is returned: JSON is
+parsed and validated with ``jsonschema`` (with a FormatChecker) or Pydantic, choices are
+compared with the list; a generation cut by ``max_tokens`` inside the language raises
+:class:`IncompleteOutputError` instead of returning a partial value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from typing import Any, Sequence
+
+from .core.errors import GuidewireError
+from .runtime.decode import GenerationResult, TextStream, iter_decode
+from .runtime.errors import IncompleteOutputError, OutputValidationError
+from .runtime.loading import DEFAULT_MODEL, LoadedModel, load_model
+from .runtime.sampling import SamplingParams
+
+_MODEL_CACHE_SIZE = 2
+_GRAMMAR_CACHE_SIZE = 64
+_models: OrderedDict[str, LoadedModel] = OrderedDict()
+_grammars: OrderedDict[tuple, Any] = OrderedDict()
+_lock = threading.RLock()
+BUILTIN_GRAMMARS = ("json", "sql", "arithmetic")
+
+
+# -- caches ---------------------------------------------------------------------------------------
+def get_model(model: str | LoadedModel | None = None) -> LoadedModel:
+    """A loaded model from the per-process LRU cache (``None`` = the default ``smollm2``)."""
+    if isinstance(model, LoadedModel):
+        return model
+    key = str(model) if model is not None else DEFAULT_MODEL
+    with _lock:
+        lm = _models.get(key)
+        if lm is not None:
+            _models.move_to_end(key)
+            return lm
+    lm = load_model(key)
+    with _lock:
+        _models[key] = lm
+        while len(_models) > _MODEL_CACHE_SIZE:
+            _models.popitem(last=False)
+    return lm
+
+
+def get_vocab(model: str | LoadedModel | None = None):
+    """The model's :class:`~guidewire.core.Vocab`, without loading the weights when the model is
+    a named one (so constraints can be compiled, and their errors reported, before loading)."""
+    if isinstance(model, LoadedModel):
+        return model.vocab
+    from .core.vocab import _NAMED, Vocab
+
+    key = str(model) if model is not None else DEFAULT_MODEL
+    with _lock:
+        if key in _models:
+            return _models[key].vocab
+    if key in _NAMED:
+        return Vocab.load(key)
+    return get_model(key).vocab
+
+
+def _schema_key(schema) -> str:
+    if isinstance(schema, type):
+        try:
+            body = json.dumps(schema.model_json_schema(), sort_keys=True)
+        except AttributeError:
+            body = ""
+        return f"class:{schema.__module__}.{schema.__qualname__}:{body}"
+    if isinstance(schema, (bytes, str)):
+        return "text:" + (schema.decode() if isinstance(schema, bytes) else schema)
+    return "dict:" + json.dumps(schema, sort_keys=True, default=str)
+
+
+def _options_key(options: dict) -> str:
+    return json.dumps(options, sort_keys=True, default=repr)
+
+
+def get_grammar(kind: str, spec, vocab, **options):
+    """A compiled grammar from the per-process LRU cache.
+
+    ``kind`` is ``"json_schema"`` (``spec``: dict, JSON text or Pydantic model class; ``options``
+    go to ``compile_json_schema``), ``"regex"``, ``"lark"`` (grammar text or a built-in name:
+    json, sql, arithmetic) or ``"choices"`` (a list of strings).
+    """
+    if kind == "json_schema":
+        spec_key = _schema_key(spec)
+    elif kind == "choices":
+        spec_key = json.dumps(list(spec))
+    else:
+        spec_key = str(spec)
+    key = (kind, spec_key, _options_key(options), vocab.content_hash)
+    with _lock:
+        g = _grammars.get(key)
+        if g is not None:
+            _grammars.move_to_end(key)
+            return g
+    g = _compile(kind, spec, vocab, options)
+    with _lock:
+        _grammars[key] = g
+        while len(_grammars) > _GRAMMAR_CACHE_SIZE:
+            _grammars.popitem(last=False)
+    return g
+
+
+def _compile(kind: str, spec, vocab, options: dict):
+    from . import grammar as gm
+
+    if kind == "json_schema":
+        compile_json_schema = getattr(gm, "compile_json_schema", None)
+        if compile_json_schema is None:
+            raise GuidewireError("JSON Schema support (guidewire.grammar.compile_json_schema) is not "
+                                 "available in this build")
+        return compile_json_schema(spec, vocab, **options)
+    if options:
+        raise TypeError(f"unexpected options for a {kind} constraint: {sorted(options)}")
+    if kind == "regex":
+        return gm.compile_regex(spec, vocab)
+    if kind == "lark":
+        text = gm.builtin_grammar(spec) if spec in BUILTIN_GRAMMARS else spec
+        return gm.compile_lark(text, vocab)
+    if kind == "choices":
+        choices = [str(c) for c in spec]
+        if not choices:
+            raise ValueError("choices must not be empty")
+        return gm.compile_regex("|".join(re.escape(c) for c in choices), vocab)
+    raise ValueError(f"unknown constraint kind {kind!r}")
+
+
+def clear_caches() -> None:
+    """Drop the cached models and compiled grammars."""
+    with _lock:
+        _models.clear()
+        _grammars.clear()
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _sampling(temperature, top_p, top_k, min_p, seed) -> SamplingParams:
+    return SamplingParams(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                          min_p=float(min_p), seed=seed)
+
+
+def _steps(lm: LoadedModel, prompt, constraint, *, chat, system, max_tokens, sampling):
+    ids = lm.encode_prompt(prompt, chat=chat, system=system)
+    return iter_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, max_tokens=max_tokens,
+                       sampling=sampling)
+
+
+def _run(steps) -> GenerationResult:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _require_complete(result: GenerationResult, what: str) -> None:
+    if not result.complete:
+        raise IncompleteOutputError(
+            f"max_tokens reached after {result.usage.completion_tokens} tokens inside an incomplete "
+            f"{what}; raise max_tokens (partial output: {result.text[:80]!r}"
+            f"{'...' if len(result.text) > 80 else ''})", result)
+
+
+def _schema_dict(schema):
+    if isinstance(schema, type):
+        return None
+    if isinstance(schema, (str, bytes)):
+        return json.loads(schema)
+    return schema
+
+
+def validate_json_output(schema, result: GenerationResult):
+    """Parse ``result.text`` and validate it against ``schema`` (dict/JSON text with
+    ``jsonschema`` and a FormatChecker, or a Pydantic model class with ``model_validate``).
+
+    Returns the value (a model instance for Pydantic); raises :class:`IncompleteOutputError` or
+    :class:`OutputValidationError`.
+    """
+    _require_complete(result, "JSON value")
+    try:
+        value = json.loads(result.text)
+    except json.JSONDecodeError as exc:
+        raise OutputValidationError(f"output is not valid JSON ({exc})", result) from None
+    if isinstance(schema, type) and hasattr(schema, "model_validate"):
+        try:
+            return schema.model_validate(value)
+        except Exception as exc:  # pydantic.ValidationError
+            first = str(exc).splitlines()
+            raise OutputValidationError(f"output fails the Pydantic model: {' '.join(first[:3])}",
+                                        result) from None
+    import jsonschema
+
+    schema_dict = _schema_dict(schema)
+    cls = jsonschema.validators.validator_for(schema_dict)
+    validator = cls(schema_dict, format_checker=cls.FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is not None:
+        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise OutputValidationError(f"output fails the schema at {path}: {error.message}", result)
+    return value
+
+
+# -- public ---------------------------------------------------------------------------------------
+def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_tokens: int = 512,
+                  temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
+                  top_k: int = 0, min_p: float = 0.0, chat: bool = True, system: str | None = None,
+                  **schema_options):
+    """Generate a JSON value that matches ``schema`` and return it, validated.
+
+    ``schema`` is a JSON Schema (dict or JSON text) or a Pydantic model class (then an instance
+    is returned). ``schema_options`` go to ``compile_json_schema`` (e.g. ``lenient=``,
+    ``any_order=``, ``indent=``, ``separators=``, ``strict_openai=``). The prompt is wrapped in
+    the model's chat template unless ``chat=False``.
+
+    Raises :class:`IncompleteOutputError` when ``max_tokens`` cuts the value and
+    :class:`OutputValidationError` if the output fails the independent JSON/schema check.
+    """
+    lm = get_model(model)
+    grammar = get_grammar("json_schema", schema, lm.vocab, **schema_options)
+    steps = _steps(lm, prompt, grammar.matcher(), chat=chat, system=system, max_tokens=max_tokens,
+                   sampling=_sampling(temperature, top_p, top_k, min_p, seed))
+    return validate_json_output(schema, _run(steps))
+
+
+def _constraint_spec(json_schema, regex, grammar, choices, schema_options):
+    given = [(k, v) for k, v in (("json_schema", json_schema), ("regex", regex), ("lark", grammar),
+                                 ("choices", choices)) if v is not None]
+    if len(given) > 1:
+        raise ValueError("pass at most one of json_schema=, regex=, grammar=, choices=")
+    if schema_options and (not given or given[0][0] != "json_schema"):
+        raise TypeError(f"unexpected keyword arguments {sorted(schema_options)}")
+    return given[0] if given else (None, None)
+
+
+def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | None = None,
+             grammar=None, choices: Sequence[str] | None = None, model=None, max_tokens: int = 256,
+             temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0, top_k: int = 0,
+             min_p: float = 0.0, chat: bool = True, system: str | None = None, stream: bool = False,
+             return_result: bool = False, **schema_options):
+    """Generate text, optionally constrained by one of ``json_schema=``, ``regex=``, ``grammar=``
+    (Lark text, a built-in name ``json``/``sql``/``arithmetic``, or a compiled grammar) or
+    ``choices=`` (a list of strings; the output is exactly one of them).
+
+    Returns the text; with ``stream=True`` a :class:`~guidewire.runtime.TextStream` of text
+    deltas (checked when it ends); with ``return_result=True`` the
+    :class:`~guidewire.runtime.GenerationResult` (no completeness check). A constrained output
+    cut by ``max_tokens`` raises :class:`IncompleteOutputError`.
+    """
+    kind, spec = _constraint_spec(json_schema, regex, grammar, choices, schema_options)
+    lm = get_model(model)
+    if kind is None:
+        constraint, what = None, "text"
+    elif kind == "lark" and hasattr(spec, "matcher"):
+        constraint, what = spec.matcher(), "grammar sentence"
+    else:
+        constraint = get_grammar(kind, spec, lm.vocab, **schema_options).matcher()
+        what = {"json_schema": "JSON value", "regex": "regex match", "lark": "grammar sentence",
+                "choices": "choice"}[kind]
+    sampling = _sampling(temperature, top_p, top_k, min_p, seed)
+    steps = _steps(lm, prompt, constraint, chat=chat, system=system, max_tokens=max_tokens,
+                   sampling=sampling)
+
+    def _check(result: GenerationResult) -> None:
+        if constraint is None:
+            return
+        _require_complete(result, what)
+        if kind == "json_schema":
+            validate_json_output(json_schema, result)
+        elif kind == "choices" and result.text not in [str(c) for c in choices]:
+            raise OutputValidationError(f"output {result.text!r} is not one of the choices", result)
+
+    if stream:
+        return TextStream(steps, lm.vocab, finalize=_check)
+    result = _run(steps)
+    if return_result:
+        return result
+    _check(result)
+    return result.text

@@ -1,0 +1,211 @@
+"""The model side of decoding: a sequence-state protocol and its Hugging Face implementation.
+
+:class:`Model` is one sequence with an explicit KV cache (``prefill``/``step``/``fork``/
+``truncate``); :class:`BatchModel` is a batch of sequences that advance in lockstep, one token
+per row per step, left-padded at prefill so every row has its own length, attention mask and
+positions. Logits are returned as float32 CPU-or-device tensors of width ``vocab_size``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Protocol, Sequence, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class Model(Protocol):
+    """One sequence's model state (tokens consumed so far and their KV cache)."""
+
+    vocab_size: int
+
+    @property
+    def length(self) -> int:
+        """Number of tokens in the sequence so far."""
+
+    def prefill(self, tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
+        """Start over with ``tokens``; logits ``(len(tokens), V)`` (``(1, V)`` with ``last_only``)."""
+
+    def step(self, new_tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
+        """Append one or more tokens; logits after each of them, ``(len(new_tokens), V)``."""
+
+    def fork(self) -> "Model":
+        """An independent copy of this sequence state (later steps do not affect each other)."""
+
+    def truncate(self, length: int) -> None:
+        """Crop the sequence (and its cache) back to its first ``length`` tokens."""
+
+
+@runtime_checkable
+class BatchModel(Protocol):
+    """A batch of sequences decoded in lockstep."""
+
+    vocab_size: int
+
+    def prefill(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Start over with one prompt per row (any lengths); next-token logits ``(batch, V)``."""
+
+    def step(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Append one token to every row; next-token logits ``(batch, V)``."""
+
+
+def logits_width(module) -> int:
+    """Width of a Hugging Face causal LM's logits (its output embedding rows)."""
+    emb = module.get_output_embeddings()
+    if emb is not None and getattr(emb, "weight", None) is not None:
+        return int(emb.weight.shape[0])
+    return int(module.config.get_text_config().vocab_size)
+
+
+def _new_cache(module):
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=module.config)
+    except TypeError:  # older transformers
+        return DynamicCache()
+
+
+class HFModel:
+    """:class:`Model` over a Hugging Face causal LM with an explicit ``DynamicCache``.
+
+    Forks share the weights and deep-copy the cache. ``truncate`` crops the cache; where a cache
+    layer cannot be cropped (a sliding window already filled) the kept tokens are re-prefilled.
+    """
+
+    def __init__(self, module, *, vocab_size: int | None = None):
+        self.module = module
+        self.vocab_size = int(vocab_size or logits_width(module))
+        self.device = next(module.parameters()).device
+        self._cache = _new_cache(module)
+        self._tokens: list[int] = []
+        self.calls = 0
+
+    @property
+    def length(self) -> int:
+        """Number of tokens in the sequence (= cached positions)."""
+        return len(self._tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """A copy of the sequence's token ids."""
+        return list(self._tokens)
+
+    def _forward(self, tokens: Sequence[int], last_only: bool) -> torch.Tensor:
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("step/prefill needs at least one token")
+        ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            out = self.module(input_ids=ids, past_key_values=self._cache, use_cache=True,
+                              logits_to_keep=1 if last_only else 0)
+        self.calls += 1
+        self._cache = out.past_key_values
+        self._tokens.extend(tokens)
+        return _fit(out.logits[0].float(), self.vocab_size)
+
+    def prefill(self, tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
+        """Reset the cache and run ``tokens``; logits for every position (or the last)."""
+        self._cache = _new_cache(self.module)
+        self._tokens = []
+        return self._forward(tokens, last_only)
+
+    def step(self, new_tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
+        """Append ``new_tokens``; logits after each (or the last)."""
+        return self._forward(new_tokens, last_only)
+
+    def fork(self) -> "HFModel":
+        """An independent copy sharing the weights."""
+        other = HFModel.__new__(HFModel)
+        other.module, other.vocab_size, other.device = self.module, self.vocab_size, self.device
+        other._cache = copy.deepcopy(self._cache)
+        other._tokens = list(self._tokens)
+        other.calls = 0
+        return other
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens."""
+        remove = self.length - int(length)
+        if length < 0 or remove < 0:
+            raise ValueError(f"cannot truncate a sequence of {self.length} tokens to {length}")
+        if remove == 0:
+            return
+        try:
+            self._cache.crop(-remove)
+            self._tokens = self._tokens[:length]
+        except (RuntimeError, ValueError, NotImplementedError):
+            kept = self._tokens[:length]
+            self._cache = _new_cache(self.module)
+            self._tokens = []
+            if kept:
+                self._forward(kept, last_only=True)
+
+
+def _fit(logits: torch.Tensor, width: int) -> torch.Tensor:
+    """Pad (with -inf) or cut logits to ``width`` columns."""
+    n = logits.shape[-1]
+    if n == width:
+        return logits
+    if n > width:
+        return logits[..., :width]
+    pad = logits.new_full(logits.shape[:-1] + (width - n,), float("-inf"))
+    return torch.cat([logits, pad], dim=-1)
+
+
+class HFBatchModel:
+    """:class:`BatchModel` over a Hugging Face causal LM: left padding, a 2-D attention mask and
+    explicit position ids so each row behaves as if decoded alone."""
+
+    def __init__(self, module, *, vocab_size: int | None = None, pad_id: int = 0):
+        self.module = module
+        self.vocab_size = int(vocab_size or logits_width(module))
+        self.device = next(module.parameters()).device
+        self.pad_id = int(pad_id)
+        self._cache = None
+        self._mask: torch.Tensor | None = None
+        self._pos: torch.Tensor | None = None
+        self.calls = 0
+
+    @property
+    def batch_size(self) -> int:
+        """Number of rows (0 before ``prefill``)."""
+        return 0 if self._pos is None else int(self._pos.shape[0])
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            out = self.module(input_ids=ids, attention_mask=self._mask, position_ids=positions,
+                              past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        self.calls += 1
+        self._cache = out.past_key_values
+        return _fit(out.logits[:, -1].float(), self.vocab_size)
+
+    def prefill(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Left-pad the prompts, run them, return each row's next-token logits."""
+        rows = [[int(t) for t in r] for r in rows]
+        if not rows or any(not r for r in rows):
+            raise ValueError("every batch row needs at least one prompt token")
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r):] = torch.tensor(r)
+            mask[i, width - len(r):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self._cache = _new_cache(self.module)
+        self._mask = mask.to(self.device)
+        self._pos = torch.tensor([len(r) for r in rows], dtype=torch.long)
+        return self._run(ids.to(self.device), positions.to(self.device))
+
+    def step(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Append one token per row; next-token logits ``(batch, V)``."""
+        if self._pos is None:
+            raise RuntimeError("step() before prefill()")
+        if len(tokens) != self._pos.shape[0]:
+            raise ValueError(f"expected {self._pos.shape[0]} tokens, got {len(tokens)}")
+        ids = torch.tensor([[int(t)] for t in tokens], dtype=torch.long, device=self.device)
+        ones = torch.ones((ids.shape[0], 1), dtype=self._mask.dtype, device=self.device)
+        self._mask = torch.cat([self._mask, ones], dim=1)
+        positions = self._pos.unsqueeze(1).to(self.device)
+        self._pos = self._pos + 1
+        return self._run(ids, positions)
