@@ -15,6 +15,7 @@ Engines are named in :data:`ENGINES` as ``module:Class`` so that workers started
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class EngineContext:
     eos_ids: tuple[int, ...]
 
 
-class Engine:
+class Engine(ABC):
     """Base class of the adapters (see the module docstring for the protocol)."""
 
     #: short engine name used in results
@@ -56,9 +57,9 @@ class Engine:
         """EOS ids; an instance is accepted iff one of their bits is set in the final mask."""
         return self.ctx.eos_ids
 
+    @abstractmethod
     def compile(self, schema: Any):
         """Compile a JSON Schema; the result has ``matcher()``. Raises on refusal."""
-        raise NotImplementedError
 
     def version(self) -> str:
         """The engine's package version (for the report)."""

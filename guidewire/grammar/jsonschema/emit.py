@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from fractions import Fraction
 
 from ...core.errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedFeatureError
@@ -200,7 +201,7 @@ class SchemaGrammarBuilder:
         return out
 
     def _apply_not(self, types: set, neg, where: str, flat: dict) -> set:
-        if neg is False or neg == {} and False:
+        if neg is False:
             return types
         if neg is True or neg == {}:
             return set()
@@ -239,7 +240,7 @@ class SchemaGrammarBuilder:
     def const(self, v, depth: int) -> _Sym:
         """Symbol for exactly the value ``v`` (strings in any JSON spelling)."""
         if isinstance(v, str):
-            return self.string_term([("^" + _re_escape(v) + "$", True)], 0, None, name="CONST")
+            return self.string_term([("^" + _rx_literal(v) + "$", True)], 0, None, name="CONST")
         if v is None or isinstance(v, bool) or isinstance(v, (int, float)):
             text = json.dumps(v)
             if isinstance(v, float) and v == int(v) and abs(v) < 1e16:
@@ -412,11 +413,10 @@ class SchemaGrammarBuilder:
             required = list(dict.fromkeys(required + list(props)))
         if hi is not None and lo > hi:
             return None
-        import re as _re
         name_check = self._name_checker(names_schema, pointer)
         for name in required:  # required names not listed in properties
             if name not in props:
-                matching = [p for p in pattern_props if _re.search(p, name)]
+                matching = [p for p in pattern_props if _safe_search(p, name)]
                 if matching:
                     props[name] = {"allOf": [pattern_props[p] for p in matching]}
                 elif additional is False:
@@ -453,8 +453,6 @@ class SchemaGrammarBuilder:
         if has_extra:
             family = self.families
             self.families += 1
-        if forbid and not has_extra:
-            pass
         key_patterns = self._name_patterns(names_schema)
         for p, sub in pattern_props.items():
             v = self.value(sub, f"{pointer}/patternProperties/{p}", d)
@@ -713,21 +711,11 @@ def _dedupe(values):
     return out
 
 
-def _re_escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
-
-
 def _rx_literal(text: str) -> str:
-    import re
-
     return re.escape(text)
 
 
 def _safe_search(pattern: str, name: str) -> bool:
-    import re
-
     try:
         return re.search(pattern, name) is not None
     except re.error:
