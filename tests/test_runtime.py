@@ -175,18 +175,27 @@ def test_eos_masked_until_accepting_and_no_call_for_eos_only(tiny):
     assert model.calls == len(r.token_ids)
 
 
-def test_forced_tokens_skip_model_calls(tiny):
-    pattern = r"hello world [0-9]"
-    g = compile_regex(pattern, tiny)
+def test_single_allowed_tokens_skip_model_calls_losslessly(tiny):
+    # x, y, z, q start no multi-byte token of the tiny vocab: each is the only allowed token in turn
+    pattern = r"xyz(hello| world)q[0-9]"
+    for sampling in (None, SamplingParams(temperature=1.0, seed=3)):
+        g = compile_regex(pattern, tiny)
+        model = FakeModel(tiny.vocab_size)
+        r = decode(model, [byte_id(b"x")], g.matcher(), vocab=tiny, max_tokens=40, sampling=sampling)
+        assert re.fullmatch(pattern, r.text)
+        assert r.usage.forced_tokens >= 4  # x, y, z, q (and the rest of "world" after a lone " ")
+        assert model.calls == len(r.token_ids) - r.usage.forced_tokens and max(model.step_sizes) > 1
+        slow = FakeModel(tiny.vocab_size)
+        r2 = decode(slow, [byte_id(b"x")], g.matcher(), vocab=tiny, max_tokens=40, use_forced=False,
+                    sampling=sampling)
+        assert slow.calls > model.calls
+        if sampling is None:  # greedy: identical output (a forced token has probability 1)
+            assert r2.token_ids == r.token_ids
+    # "hello" vs "h": several tokens spell the forced text, so the model chooses the first one
+    g = compile_regex(r"hello world [0-9]", tiny)
     model = FakeModel(tiny.vocab_size)
-    r = decode(model, [byte_id(b"x")], g.matcher(), vocab=tiny, max_tokens=40)
-    assert re.fullmatch(pattern, r.text)
-    assert r.usage.forced_tokens >= 2
-    assert model.calls < len(r.token_ids)
-    assert max(model.step_sizes) > 1  # prompt + forced tokens fed in one call
-    slow = FakeModel(tiny.vocab_size)
-    r2 = decode(slow, [byte_id(b"x")], g.matcher(), vocab=tiny, max_tokens=40, use_forced=False)
-    assert re.fullmatch(pattern, r2.text) and slow.calls > model.calls
+    r = decode(model, [1], g.matcher(), vocab=tiny, max_tokens=40)
+    assert model.step_sizes[0] == 1 and re.fullmatch(r"hello world [0-9]", r.text)
 
 
 def test_length_inside_incomplete_value_is_reported(tiny):

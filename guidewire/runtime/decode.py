@@ -3,9 +3,10 @@
 Each step the constraint fills its row of an int32 bitmask, :func:`~.masking.apply_bitmask_`
 sets disallowed logits to ``-inf``, the :class:`~.sampling.Sampler` picks a token and the
 constraint advances. EOS (every stop id of the vocabulary) is allowed by the mask only when the
-constraint accepts, so a sampled EOS always ends a complete output. When the constraint forces
-two or more tokens they are fed to the model in one multi-token step without sampling (the last
-forced token is left to the model, so it may pick a longer token across the boundary).
+constraint accepts, so a sampled EOS always ends a complete output. When the constraint allows exactly
+one token it is emitted without a model call (it has probability 1 under any sampler, so this is
+lossless); longer grammar-forced text is drafted and verified by the speculative runtime instead
+(:mod:`~.speculative`), never forced with a tokenization the model might not choose.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from ..core.bitmask import allocate_token_bitmask, ids_to_bitmask
 from .errors import ConstraintViolationError, DeadEndError
-from .masking import apply_bitmask_, only_tokens_allowed
+from .masking import apply_bitmask_, only_tokens_allowed, single_allowed_token
 from .model import BatchModel, Model
 from .sampling import Sampler, SamplingParams
 from .streaming import TextDeltaDecoder, decode_text
@@ -48,6 +49,7 @@ class GenerationResult:
         finish_reason: ``"stop"`` (EOS sampled or the constraint terminated) or ``"length"``.
         complete: whether the constraint accepts the output (always True without a constraint).
         usage: :class:`Usage` counts.
+        speculation: a :class:`~.speculative.SpeculationStats` when decoded speculatively.
     """
 
     text: str
@@ -55,6 +57,7 @@ class GenerationResult:
     finish_reason: str
     complete: bool
     usage: Usage = field(default_factory=Usage)
+    speculation: object | None = None
 
 
 def _sampler(sampling) -> Sampler:
@@ -120,16 +123,14 @@ def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, voc
             if not row.any():
                 raise DeadEndError(_dead_end_message(constraint))
             if use_forced:
-                forced = constraint.forced_tokens()
-                if len(forced) >= 2:
-                    take = forced[: min(len(forced) - 1, max_tokens - len(out))]
-                    for t in take:
-                        if not constraint.advance(t):
-                            raise ConstraintViolationError(f"constraint refused its own forced token {t}")
-                    out.extend(take)
-                    pending.extend(take)
-                    usage.forced_tokens += len(take)
-                    yield list(take)
+                only = single_allowed_token(row)
+                if only is not None and only not in eos_ids:
+                    if not constraint.advance(only):
+                        raise ConstraintViolationError(f"constraint refused its only allowed token {only}")
+                    out.append(only)
+                    pending.append(only)
+                    usage.forced_tokens += 1
+                    yield [only]
                     continue
         if prefilled:
             logits = model.step(pending, last_only=True)

@@ -101,3 +101,14 @@ def only_tokens_allowed(row: np.ndarray, tokens_row: np.ndarray) -> bool:
         return False
     r = row[:n]
     return bool(r.any()) and not bool((r & ~tokens_row[:n]).any())
+
+
+def single_allowed_token(row: np.ndarray) -> int | None:
+    """The token id if bitmask ``row`` (1-D int32) allows exactly one token, else ``None``."""
+    nz = np.flatnonzero(row)
+    if nz.size != 1:
+        return None
+    word = int(np.uint32(row[nz[0]]))
+    if word & (word - 1):
+        return None
+    return int(nz[0]) * 32 + word.bit_length() - 1
