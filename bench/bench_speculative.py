@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 DEFAULT_DATA = "/work/shared/data/maskbench"
-MODES = {"forced": "forced", "lookup": "lookup", "sam": "sam", "all": "forced,lookup,sam"}
+MODES = {"forced": "forced", "copy": "copy", "lookup": "lookup", "sam": "sam", "all": "forced,copy,lookup,sam"}
 
 
 def _pct(values, q):
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gen-cases", type=int, default=12, help="generation cases (0 = skip)")
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--max-draft", type=int, default=8)
-    ap.add_argument("--modes", default="plain,forced,lookup,sam,all")
+    ap.add_argument("--modes", default="plain,forced,copy,lookup,sam,all")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)

@@ -490,3 +490,63 @@ def test_make_drafters():
     assert make_drafter("sam", vocab=vocab).name == "sam"
     chain = make_drafter("forced,lookup", vocab=vocab)
     assert isinstance(chain, DrafterChain) and [d.name for d in chain.drafters] == ["forced", "lookup"]
+
+
+def test_chain_pieces_stay_valid_along_a_walk(smollm2, smol_tokenizer, person, chat_prefix):
+    """At every position of a real output the (possibly multi-piece) draft is accepted whole by the
+    constraint; both forced keys and copied values are proposed."""
+    tok = smol_tokenizer
+    example = tok.encode('Text: Bob is 42. Ann is 7.\n', add_special_tokens=False)
+    chain = make_drafter("forced,copy,lookup,sam", tokenizer=tok, vocab=smollm2)
+    out = tok.encode('{"name":"Ann","age":7}', add_special_tokens=False)
+    chain.begin(example + chat_prefix)
+    m = person.matcher()
+    sources = set()
+    for t in out:
+        draft = chain.propose(m, 12)
+        assert m.validate(draft.tokens) == len(draft.tokens)
+        sources.add(draft.source)
+        assert m.advance(t)
+        chain.extend([t])
+    assert {"forced", "copy"} <= sources, sources
+
+
+def test_text_copy_matches_bytes_across_token_splits(smollm2, smol_tokenizer, person, chat_prefix):
+    """A value written in the prompt as ' Mateo Nakamura' is copied into '"Mateo Nakamura' although
+    the token splits differ; the match is the longest earlier byte suffix (brute-force check)."""
+    tok = smol_tokenizer
+    prompt = tok.encode("Text: Mateo Nakamura is 37 years old.\n", add_special_tokens=False) + chat_prefix
+    copy = make_drafter("copy", tokenizer=tok, vocab=smollm2)
+    copy.begin(prompt)
+    m = person.matcher()
+    out = tok.encode('{"name":"Mat', add_special_tokens=False)
+    for t in out:
+        assert m.advance(t)
+    copy.extend(out)
+    draft = copy.propose(m, 10)
+    text = _spell(smollm2, draft.tokens)
+    assert text.startswith(b"eo Nak") and m.validate(draft.tokens) == len(draft.tokens)
+    full = _spell(smollm2, out)
+    assert (_spell(smollm2, out + draft.tokens)).startswith(b'{"name":"Mateo Nakamura')
+    # brute force: the longest suffix (>= 3 bytes) of the history text that occurs earlier
+    hist = bytes(copy.text)
+    want = max((n for n in range(3, 65) if hist.rfind(hist[-n:], 0, len(hist) - 1) >= 0), default=0)
+    assert copy.match(hist)[0] == want and want >= len(b'"Mat') - 1
+    assert full.endswith(b"Mat")
+    # after a special token nothing is matched across it
+    assert copy.match(b"ab\x00ab")[0] == 0 or copy.match(b"xyzab\x00xyzab")[0] <= 5
+
+
+def test_text_copy_starts_a_value_at_a_word_start(smollm2, smol_tokenizer, person, chat_prefix):
+    tok = smol_tokenizer
+    prompt = tok.encode("Text: Mateo Nakamura is 37 years old.\n", add_special_tokens=False) + chat_prefix
+    copy = make_drafter("copy", tokenizer=tok, vocab=smollm2)
+    copy.begin(prompt)
+    m = person.matcher()
+    out = tok.encode('{"name":"M', add_special_tokens=False)
+    for t in out:
+        assert m.advance(t)
+    copy.extend(out)
+    assert copy.match(bytes(copy.text))[0] == 0  # '"M' is too short a suffix
+    draft = copy.propose(m, 6)
+    assert _spell(smollm2, out + draft.tokens).startswith(b'{"name":"Mateo')

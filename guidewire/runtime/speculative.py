@@ -18,7 +18,7 @@ stops.
 
 from __future__ import annotations
 
-import math
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -101,24 +101,68 @@ def accept_draft(target_probs: torch.Tensor, draft: Sequence[int], draft_probs: 
     return int(n), int(nxt)
 
 
-class _AdaptiveLength:
-    """Draft length from recent acceptance: an EMA of accepted tokens per round, per source."""
+class DraftPolicy:
+    """Chooses how much of a draft to verify: the length that maximises expected emitted tokens
+    per unit of forward time.
 
-    def __init__(self, max_draft: int):
+    Per draft source it keeps a Beta estimate of the per-token acceptance rate ``a`` (accepted
+    tokens vs rounds cut short), so verifying ``k`` tokens emits ``(1 - a^(k+1)) / (1 - a)`` tokens
+    on average. The forward cost is fitted online as ``c0 + c1 * fed_tokens`` (least squares over
+    recent forwards, exponentially decayed), so drafts grow where wide forwards are cheap (a GPU)
+    and shrink on a CPU whose forward time grows with the tokens fed. Only the verification
+    length is chosen here; what is emitted never depends on it.
+    """
+
+    def __init__(self, max_draft: int, *, prior_cost_slope: float = 0.1, decay: float = 0.97):
         self.max_draft = max_draft
-        self.ema: dict[str, float] = {}
+        self.decay = decay
+        self.prior_slope = prior_cost_slope
+        self.accept: dict[str, list[float]] = {}
+        self._sums = [0.0] * 5  # weight, sum k, sum k^2, sum t, sum k*t
 
-    def limit(self) -> int:
-        """Longest draft worth verifying now (the best source's expectation, with headroom)."""
-        if not self.ema:
-            return self.max_draft
-        best = max(self.ema.values())
-        return max(2, min(self.max_draft, int(math.ceil(1.5 * best)) + 2))
+    def rate(self, source: str) -> float:
+        """Estimated probability that the next draft token from ``source`` is accepted."""
+        acc, rej = self.accept.get(source, (0.0, 0.0))
+        return (acc + 2.0) / (acc + rej + 3.0)  # a Beta(2, 1) prior: optimistic for new sources
 
-    def update(self, source: str, accepted: int) -> None:
-        """Record that a draft from ``source`` had ``accepted`` tokens kept."""
-        prev = self.ema.get(source, float(self.max_draft))
-        self.ema[source] = 0.6 * prev + 0.4 * accepted
+    def slope(self) -> float:
+        """Fitted cost of one more fed token, relative to a forward's fixed cost."""
+        w, sk, skk, st, skt = self._sums
+        if w < 4:
+            return self.prior_slope
+        mk, mt = sk / w, st / w
+        var = skk / w - mk * mk
+        if var < 0.5:
+            return self.prior_slope
+        c1 = max(0.0, (skt / w - mk * mt) / var)
+        c0 = max(mt - c1 * mk, 1e-9)
+        return c1 / c0
+
+    def choose(self, source: str, available: int, pending: int) -> int:
+        """How many of ``available`` draft tokens to verify after ``pending`` fed tokens."""
+        if available <= 0:
+            return 0
+        a, beta = min(self.rate(source), 0.999), self.slope()
+        best_k, best = 0, 0.0
+        gain = 0.0
+        for k in range(0, min(available, self.max_draft) + 1):
+            gain += a ** k  # expected emitted tokens when verifying k draft tokens
+            value = gain / (1.0 + beta * (pending + k))
+            if value > best + 1e-12:
+                best_k, best = k, value
+        return best_k
+
+    def record(self, source: str, verified: int, accepted: int) -> None:
+        """A round of ``verified`` draft tokens from ``source`` kept ``accepted`` of them."""
+        acc = self.accept.setdefault(source, [0.0, 0.0])
+        acc[0] = acc[0] * self.decay + accepted
+        acc[1] = acc[1] * self.decay + (1.0 if accepted < verified else 0.0)
+
+    def timed(self, fed: int, seconds: float) -> None:
+        """A forward over ``fed`` tokens took ``seconds``."""
+        d, s = self.decay, self._sums
+        for i, v in enumerate((1.0, fed, fed * fed, seconds, fed * seconds)):
+            s[i] = s[i] * d + v
 
 
 def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, vocab,
@@ -138,7 +182,10 @@ def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=
     eos_ids = vocab.eos_ids
     eos_row = _eos_row(vocab)
     stats = stats if stats is not None else SpeculationStats()
-    lengths = _AdaptiveLength(max_draft)
+    policy = DraftPolicy(max_draft)
+    # seeded sampling stays reproducible: the draft lengths (hence the random draws) must not
+    # depend on measured time, so the cost model keeps its prior there
+    timed_policy = params.greedy or params.seed is None
     bitmask = torch.from_numpy(allocate_token_bitmask(max_draft + 1, vocab.vocab_size))
     bm_np = bitmask.numpy()
     if drafter is not None:
@@ -181,12 +228,14 @@ def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=
                 continue
 
         # draft, cut at the first token the constraint refuses (and never past max_tokens)
-        room = min(max_tokens - len(out) - 1, lengths.limit() if adaptive else max_draft)
+        room = min(max_tokens - len(out) - 1, max_draft)
         draft = drafter.propose(constraint, room) if (drafter is not None and room > 0) else Draft()
         tokens = [int(t) for t in draft.tokens[:max(room, 0)]]
         cut = next((i for i, t in enumerate(tokens) if t in eos_ids), len(tokens))
         if constraint is not None and cut:
             cut = constraint.validate(tokens[:cut])
+        if adaptive and cut:
+            cut = policy.choose(draft.source or "draft", cut, len(pending))
         tokens = tokens[:cut]
         q = draft.probs[:cut] if (draft.probs is not None and cut) else None
         k = len(tokens)
@@ -194,7 +243,10 @@ def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=
         # one target forward over pending + draft
         base = model.length if prefilled else 0
         feed = pending + tokens
+        t0 = time.perf_counter()
         logits = model.step(feed) if prefilled else model.prefill(feed)
+        if prefilled and timed_policy:
+            policy.timed(len(feed), time.perf_counter() - t0)
         prefilled = True
         stats.forwards += 1
         logits = logits[len(pending) - 1:].clone()  # (k+1, V): before each draft token, and after
@@ -220,7 +272,7 @@ def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=
             src.rounds += 1
             src.proposed += k
             src.accepted += n
-            lengths.update(draft.source or "draft", n)
+            policy.record(draft.source or "draft", k, n)
             _credit(drafter, draft.source, n)
         chunk = tokens[:n]
         done = nxt in eos_ids
@@ -274,7 +326,8 @@ def speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=None,
 
     The output has exactly the distribution of plain constrained decoding with the same
     ``sampling`` (byte-identical when greedy); only the number of target forward passes changes.
-    ``max_draft`` caps a draft's length (``adaptive`` shortens drafts while acceptance is low).
+    ``max_draft`` caps a draft's length; ``adaptive`` verifies only as much of each draft as pays
+    off (:class:`DraftPolicy`).
     The result's ``speculation`` attribute holds a :class:`SpeculationStats`.
     """
     gen = iter_speculative_decode(model, prompt_ids, constraint, vocab=vocab, drafter=drafter,

@@ -1,10 +1,12 @@
 """Drafters for the speculative runtime (see :mod:`guidewire.runtime.drafting`).
 
 * :class:`ForcedTextDrafter` (``"forced"``): the grammar's forced text, canonically tokenized.
+* :class:`TextCopyDrafter` (``"copy"``): text after the longest earlier byte-level match, re-split
+  canonically (copies values whose tokenization differs between the prompt and the output).
 * :class:`PromptLookupDrafter` (``"lookup"``): n-gram prompt lookup.
 * :class:`SuffixAutomatonDrafter` (``"sam"``): longest repeated suffix via a suffix automaton.
 * :class:`DraftModelDrafter` (``"model"``): a small draft model sampling under the constraint.
-* :class:`DrafterChain`: the first non-empty draft of several, forced text continued by lookup/SAM.
+* :class:`DrafterChain`: the first non-empty draft of several, continued piece by piece.
 
 Every drafter counts ``calls``, ``proposed`` (and ``accepted``, which the verifier increments).
 """
@@ -17,10 +19,11 @@ from ._common import DrafterBase
 from .chain import DrafterChain
 from .forced import ForcedTextDrafter
 from .lookup import PromptLookupDrafter
+from .copy import TextCopyDrafter
 from .model import DraftModelDrafter
 from .sam import SuffixAutomatonDrafter
 
-DRAFTER_NAMES = ("forced", "lookup", "sam", "model")
+DRAFTER_NAMES = ("forced", "copy", "lookup", "sam", "model")
 
 
 def make_drafters(names: str | Sequence[str], *, tokenizer=None, vocab=None, draft_model=None,
@@ -28,8 +31,8 @@ def make_drafters(names: str | Sequence[str], *, tokenizer=None, vocab=None, dra
     """Build drafters from names like ``"forced,lookup,sam"`` (``"model"`` needs ``draft_model``).
 
     ``tokenizer`` is a Hugging Face tokenizer or an ``encode(str) -> list[int]`` callable (used by
-    ``forced``; without one it proposes the grammar's forced tokens); ``vocab`` is required by
-    ``forced`` and ``model`` and lets ``lookup``/``sam`` skip EOS and special ids; ``sampling``
+    ``forced``, which without one proposes the grammar's forced tokens, and required by ``copy``);
+    ``vocab`` is required by ``forced``, ``copy`` and ``model`` and lets ``lookup``/``sam`` skip EOS and special ids; ``sampling``
     is the draft model's :class:`~guidewire.runtime.sampling.SamplingParams`.
 
     Raises:
@@ -46,10 +49,14 @@ def make_drafters(names: str | Sequence[str], *, tokenizer=None, vocab=None, dra
         if n in seen:
             raise ValueError(f"drafter {n!r} named twice")
         seen.add(n)
-        if n in ("forced", "model") and vocab is None:
+        if n in ("forced", "copy", "model") and vocab is None:
             raise ValueError(f"the {n!r} drafter needs vocab=")
         if n == "forced":
             out.append(ForcedTextDrafter(tokenizer, vocab))
+        elif n == "copy":
+            if tokenizer is None:
+                raise ValueError("the 'copy' drafter needs tokenizer=")
+            out.append(TextCopyDrafter(tokenizer, vocab))
         elif n == "lookup":
             out.append(PromptLookupDrafter(max_draft=max_draft, vocab=vocab))
         elif n == "sam":
@@ -72,5 +79,5 @@ def make_drafter(names: str | Sequence[str], **kwargs):
 
 
 __all__ = ["DrafterBase", "DrafterChain", "ForcedTextDrafter", "PromptLookupDrafter",
-           "SuffixAutomatonDrafter", "DraftModelDrafter", "make_drafters", "make_drafter",
+           "SuffixAutomatonDrafter", "DraftModelDrafter", "TextCopyDrafter", "make_drafters", "make_drafter",
            "DRAFTER_NAMES"]

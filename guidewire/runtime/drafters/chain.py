@@ -2,10 +2,11 @@
 may be continued by a later drafter that can propose from a hypothetical history.
 
 For example ``DrafterChain([forced, lookup, sam])`` proposes the grammar's forced text when there
-is some, and -- when that is shorter than asked -- appends what prompt lookup predicts *after* the
-forced text (``lookup.propose(..., prefix=forced_tokens)``, validated against the constraint after
-the forced tokens), so the combined draft is still a valid token sequence; its ``source`` names
-both parts (``"forced+lookup"``). Draft-model drafts (with ``probs``) are never combined.
+is some, and -- while the draft is shorter than asked -- appends, piece by piece, what the members
+predict *after* it (``lookup.propose(..., prefix=draft_so_far)``, validated against the constraint
+after the draft so far): copied text, then the key the grammar forces, then copied text again. The
+combined draft is still a valid token sequence; its ``source`` names the parts
+(``"lookup+forced"``). Draft-model drafts (with ``probs``) are never combined.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ class DrafterChain(DrafterBase):
 
     Args:
         drafters: the drafters, highest priority first.
-        combine: continue a short deterministic draft with a later deterministic drafter's
-            proposal from after it.
+        combine: continue a short deterministic draft with the members' proposals from after it
+            (the first member with a proposal wins each piece).
+        max_pieces: at most this many pieces per draft.
         name: the chain's name (default ``"chain"``).
 
     ``last_parts`` lists ``(drafter, n_tokens)`` for the latest draft, in order;
@@ -39,8 +41,10 @@ class DrafterChain(DrafterBase):
 
     supports_prefix = True
 
-    def __init__(self, drafters: Sequence, *, combine: bool = True, name: str = "chain"):
+    def __init__(self, drafters: Sequence, *, combine: bool = True, name: str = "chain",
+                 max_pieces: int = 4):
         super().__init__()
+        self.max_pieces = max(1, int(max_pieces))
         self.drafters = list(drafters)
         self.combine = bool(combine)
         self.name = name
@@ -65,31 +69,42 @@ class DrafterChain(DrafterBase):
             d.extend(tokens)
 
     def propose(self, constraint, max_tokens: int, *, prefix: Sequence[int] = ()) -> Draft:
-        """The first non-empty member draft, possibly continued by a later member."""
+        """The first non-empty member draft, continued piece by piece by the members (see the
+        module docstring); a draft with ``probs`` is returned alone."""
         self.calls += 1
         self.last_parts = []
         prefix = tuple(int(t) for t in prefix)
-        for i, d in enumerate(self.drafters):
-            draft = _propose(d, constraint, max_tokens, prefix)
-            if not draft.tokens:
-                continue
-            draft.source = draft.source or d.name
-            parts = [(d, len(draft.tokens))]
-            if self.combine and draft.probs is None and len(draft.tokens) < max_tokens:
-                head = prefix + tuple(draft.tokens)
-                for e in self.drafters[i + 1:]:
-                    if not getattr(e, "supports_prefix", False) or not getattr(e, "deterministic", False):
-                        continue
-                    more = e.propose(constraint, max_tokens - len(draft.tokens), prefix=head)
-                    if more.tokens and more.probs is None:
-                        draft = Draft(draft.tokens + list(more.tokens), None,
-                                      f"{draft.source}+{more.source or e.name}")
-                        parts.append((e, len(more.tokens)))
-                        break
-            self.last_parts = parts
-            self.proposed += len(draft.tokens)
-            return draft
-        return Draft([], None, self.name)
+        tokens: list[int] = []
+        names: list[str] = []
+        parts: list[tuple[object, int]] = []
+        for _piece in range(self.max_pieces):
+            room = max_tokens - len(tokens)
+            if room <= 0:
+                break
+            for d in self.drafters:
+                if tokens and not getattr(d, "deterministic", False):
+                    continue
+                draft = _propose(d, constraint, room, prefix + tuple(tokens))
+                if not draft.tokens:
+                    continue
+                if draft.probs is not None:  # a draft model's proposal is verified on its own
+                    draft.source = draft.source or d.name
+                    self.last_parts = [(d, len(draft.tokens))]
+                    self.proposed += len(draft.tokens)
+                    return draft
+                tokens.extend(int(t) for t in draft.tokens[:room])
+                names.append(draft.source or d.name)
+                parts.append((d, min(room, len(draft.tokens))))
+                break
+            else:
+                break  # no member can continue
+            if not self.combine:
+                break
+        if not tokens:
+            return Draft([], None, self.name)
+        self.last_parts = parts
+        self.proposed += len(tokens)
+        return Draft(tokens, None, "+".join(dict.fromkeys(names)))
 
     def record_accepted(self, source, accepted: int | None = None) -> None:
         """Credit accepted tokens of the latest draft to the chain and to its parts, in order:

@@ -26,33 +26,11 @@ Without a tokenizer (``None``), or for a constraint with no ``forced_bytes``, th
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..drafting import Draft
 from ._common import DrafterBase, EosCheck, cut_at_stop, stop_ids, validate_cut
-
-
-def complete_utf8(data: bytes) -> bytes:
-    """The longest prefix of ``data`` that is valid UTF-8 (an incomplete last character is cut)."""
-    try:
-        data.decode("utf-8")
-        return data
-    except UnicodeDecodeError as exc:
-        return data[:exc.start]
-
-
-def _encoder(tokenizer_or_encode) -> Callable[[str], list[int]] | None:
-    """An ``encode(str) -> list[int]`` from a HF tokenizer, a callable or ``None``."""
-    obj = tokenizer_or_encode
-    if obj is None:
-        return None
-    if hasattr(obj, "encode") and hasattr(obj, "convert_ids_to_tokens"):  # a HF tokenizer
-        return lambda text: list(obj.encode(text, add_special_tokens=False))
-    if callable(obj):
-        return lambda text: [int(t) for t in obj(text)]
-    if hasattr(obj, "encode"):
-        return lambda text: [int(t) for t in obj.encode(text)]
-    raise TypeError(f"expected a tokenizer or an encode(str) -> list[int] callable, got {type(obj).__name__}")
+from .canonical import CanonicalSplitter, complete_utf8, encoder
 
 
 class ForcedTextDrafter(DrafterBase):
@@ -76,36 +54,24 @@ class ForcedTextDrafter(DrafterBase):
         super().__init__()
         if backoff < 0 or tail_tokens < 0:
             raise ValueError("backoff and tail_tokens must be >= 0")
-        self.encode = _encoder(tokenizer_or_encode)
+        self.encode = encoder(tokenizer_or_encode)
         self.vocab = vocab
         self.backoff = int(backoff)
-        self.tail_tokens = int(tail_tokens)
-        self.resync = bool(resync)
         self.max_bytes = int(max_bytes)
         self.stop = stop_ids(vocab)
+        self.splitter = CanonicalSplitter(self.encode, vocab, tail_tokens=tail_tokens, resync=resync)
         self._eos = EosCheck(vocab)
-        self._tail: list[int] = []
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = int(cache_size)
 
-    # -- history -------------------------------------------------------------------------------
-    def _push_tail(self, tail: list[int], tokens: Sequence[int]) -> list[int]:
-        tb, stop = self.vocab.token_bytes, self.stop
-        for t in tokens:
-            t = int(t)
-            if t in stop or t < 0 or t >= len(tb) or not tb[t]:
-                tail = []
-            else:
-                tail.append(t)
-        return tail[-self.tail_tokens:] if self.tail_tokens else []
-
+    # -- history ---------------------------------------------------------------------------------
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """Start over; only the prompt's last few tokens are kept."""
-        self._tail = self._push_tail([], list(prompt_ids)[-max(self.tail_tokens, 1) * 4:])
+        self.splitter.begin(prompt_ids)
 
     def extend(self, tokens: Sequence[int]) -> None:
         """Append accepted tokens (the tail is updated)."""
-        self._tail = self._push_tail(self._tail, tokens)
+        self.splitter.extend(tokens)
 
     # -- forced text ---------------------------------------------------------------------------
     def _forced_bytes(self, constraint, limit: int) -> bytes:
@@ -127,46 +93,10 @@ class ForcedTextDrafter(DrafterBase):
                 self._cache.popitem(last=False)
         return data
 
-    def _spell(self, tokens: Sequence[int]) -> bytes:
-        tb = self.vocab.token_bytes
-        return b"".join(tb[t] if 0 <= t < len(tb) else b"\0\0\0" for t in tokens)
-
-    def _encode_bytes(self, data: bytes) -> list[int] | None:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        enc = self.encode(text)
-        return enc if self._spell(enc) == data else None
-
     def canonical(self, forced: bytes, tail: Sequence[int] | None = None) -> list[int]:
         """Tokens spelling ``forced`` the way the tokenizer would split it after ``tail``
         (default: the last emitted tokens); ``[]`` when no canonical split can be found."""
-        if not forced:
-            return []
-        tail = list(self._tail if tail is None else tail)
-        for k in range(len(tail), 0, -1):
-            head = tail[-k:]
-            hb = self._spell(head)
-            enc = self._encode_bytes(hb + forced)
-            if enc is not None and enc[:k] == head:
-                return enc[k:]
-        if not tail:
-            return self._encode_bytes(forced) or []
-        if not self.resync:
-            return []
-        hb = self._spell(tail[-1:])
-        enc = self._encode_bytes(hb + forced)
-        if enc is None:
-            return []
-        tb, full = self.vocab.token_bytes, hb + forced
-        pos = j = 0
-        while j < len(enc) and pos < len(hb):  # first token boundary at or after the tail's end
-            pos += len(tb[enc[j]])
-            j += 1
-        gap = full[len(hb):pos]
-        gap_tokens = self._encode_bytes(gap) if gap else []
-        return [] if gap_tokens is None else gap_tokens + enc[j:]
+        return self.splitter.split(forced, tail)
 
     def propose(self, constraint, max_tokens: int, *, prefix: Sequence[int] = ()) -> Draft:
         """The forced text's canonical tokens, less ``backoff``, cut where the constraint rejects."""
@@ -174,13 +104,13 @@ class ForcedTextDrafter(DrafterBase):
         k = int(max_tokens)
         if constraint is None or k <= 0:
             return self._emit([])
-        view, tail = constraint, self._tail
+        view, tail = constraint, self.splitter.tail
         if prefix:
             view = constraint.fork()
             for t in prefix:
                 if not view.advance(int(t)):
                     return self._emit([])
-            tail = self._push_tail(list(tail), prefix)
+            tail = self.splitter.push(list(tail), prefix)
         if view.is_terminated():
             return self._emit([])
         if self.encode is not None and hasattr(view, "forced_bytes"):
