@@ -145,8 +145,30 @@ def _sampling(temperature, top_p, top_k, min_p, seed) -> SamplingParams:
                           min_p=float(min_p), seed=seed)
 
 
-def _steps(lm: LoadedModel, prompt, constraint, *, chat, system, max_tokens, sampling):
+DEFAULT_DRAFTERS = "forced,copy,lookup,sam"
+
+
+def speculation_drafter(lm: LoadedModel, speculative):
+    """The drafter for ``speculative=``: ``False``/``None`` (none), ``True`` (the default
+    model-free drafters), a comma-separated string or list of drafter names, or a ``Drafter``."""
+    if speculative is None or speculative is False:
+        return None
+    if hasattr(speculative, "propose"):
+        return speculative
+    from .runtime.drafters import make_drafter
+
+    names = DEFAULT_DRAFTERS if speculative is True else speculative
+    return make_drafter(names, tokenizer=lm.tokenizer, vocab=lm.vocab)
+
+
+def _steps(lm: LoadedModel, prompt, constraint, *, chat, system, max_tokens, sampling, speculative=False):
     ids = lm.encode_prompt(prompt, chat=chat, system=system)
+    drafter = speculation_drafter(lm, speculative)
+    if drafter is not None:
+        from .runtime.speculative import iter_speculative_decode
+
+        return iter_speculative_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, drafter=drafter,
+                                       max_tokens=max_tokens, sampling=sampling)
     return iter_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, max_tokens=max_tokens,
                        sampling=sampling)
 
@@ -210,13 +232,14 @@ def validate_json_output(schema, result: GenerationResult):
 def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_tokens: int = 512,
                   temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
                   top_k: int = 0, min_p: float = 0.0, chat: bool = True, system: str | None = None,
-                  **schema_options):
+                  speculative=False, **schema_options):
     """Generate a JSON value that matches ``schema`` and return it, validated.
 
     ``schema`` is a JSON Schema (dict or JSON text) or a Pydantic model class (then an instance
     is returned). ``schema_options`` go to ``compile_json_schema`` (e.g. ``lenient=``,
     ``any_order=``, ``indent=``, ``separators=``, ``strict_openai=``). The prompt is wrapped in
-    the model's chat template unless ``chat=False``.
+    the model's chat template unless ``chat=False``. ``speculative=True`` (or drafter names such
+    as ``"forced,copy"``) decodes speculatively: the same output, fewer model forwards.
 
     Raises :class:`IncompleteOutputError` when ``max_tokens`` cuts the value and
     :class:`OutputValidationError` if the output fails the independent JSON/schema check.
@@ -224,7 +247,7 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
     lm = get_model(model)
     grammar = get_grammar("json_schema", schema, lm.vocab, **schema_options)
     steps = _steps(lm, prompt, grammar.matcher(), chat=chat, system=system, max_tokens=max_tokens,
-                   sampling=_sampling(temperature, top_p, top_k, min_p, seed))
+                   sampling=_sampling(temperature, top_p, top_k, min_p, seed), speculative=speculative)
     return validate_json_output(schema, _run(steps))
 
 
@@ -242,7 +265,7 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
              grammar=None, choices: Sequence[str] | None = None, model=None, max_tokens: int = 256,
              temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0, top_k: int = 0,
              min_p: float = 0.0, chat: bool = True, system: str | None = None, stream: bool = False,
-             return_result: bool = False, **schema_options):
+             return_result: bool = False, speculative=False, **schema_options):
     """Generate text, optionally constrained by one of ``json_schema=``, ``regex=``, ``grammar=``
     (Lark text, a built-in name ``json``/``sql``/``arithmetic``, or a compiled grammar) or
     ``choices=`` (a list of strings; the output is exactly one of them).
@@ -250,7 +273,8 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
     Returns the text; with ``stream=True`` a :class:`~guidewire.runtime.TextStream` of text
     deltas (checked when it ends); with ``return_result=True`` the
     :class:`~guidewire.runtime.GenerationResult` (no completeness check). A constrained output
-    cut by ``max_tokens`` raises :class:`IncompleteOutputError`.
+    cut by ``max_tokens`` raises :class:`IncompleteOutputError`. ``speculative=`` as in
+    :func:`generate_json`.
     """
     kind, spec = _constraint_spec(json_schema, regex, grammar, choices, schema_options)
     lm = get_model(model)
@@ -264,7 +288,7 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
                 "choices": "choice"}[kind]
     sampling = _sampling(temperature, top_p, top_k, min_p, seed)
     steps = _steps(lm, prompt, constraint, chat=chat, system=system, max_tokens=max_tokens,
-                   sampling=sampling)
+                   sampling=sampling, speculative=speculative)
 
     def _check(result: GenerationResult) -> None:
         if constraint is None:

@@ -78,6 +78,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: $GUIDEWIRE_NUM_THREADS or torch's default)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    p.add_argument("--speculative", nargs="?", const=True, default=False, metavar="DRAFTERS",
+                   help="speculative decoding (same output, fewer forwards); optional drafter list, "
+                        "default forced,copy,lookup,sam")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,13 +146,20 @@ def _prepare(args, kind, spec, options):
 
 def _decode(args, lm, grammar, max_tokens: int, check):
     """Run generation; print the stream if asked; return the finished result (after ``check``)."""
-    from .api import _sampling
+    from .api import _sampling, speculation_drafter
     from .runtime.decode import TextStream, iter_decode
+    from .runtime.speculative import iter_speculative_decode
 
     ids = lm.encode_prompt(args.prompt, chat=not args.raw, system=args.system)
-    steps = iter_decode(lm.sequence(), ids, None if grammar is None else grammar.matcher(),
-                        vocab=lm.vocab, max_tokens=max_tokens,
-                        sampling=_sampling(args.temperature, args.top_p, args.top_k, args.min_p, args.seed))
+    sampling = _sampling(args.temperature, args.top_p, args.top_k, args.min_p, args.seed)
+    constraint = None if grammar is None else grammar.matcher()
+    drafter = speculation_drafter(lm, args.speculative)
+    if drafter is not None:
+        steps = iter_speculative_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, drafter=drafter,
+                                        max_tokens=max_tokens, sampling=sampling)
+    else:
+        steps = iter_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, max_tokens=max_tokens,
+                            sampling=sampling)
     stream = TextStream(steps, lm.vocab)
     for delta in stream:
         if args.stream:

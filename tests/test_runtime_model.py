@@ -139,5 +139,35 @@ def test_cli_json(smol_model, tmp_path, capsys):
     path.write_text(json.dumps(schema))
     assert main(["json", str(path), "Is the sky blue? Answer in JSON.", "--max-tokens", "20", "-q"]) == 0
     jsonschema.validate(json.loads(capsys.readouterr().out), schema)
+    assert main(["json", str(path), "Is the sky blue? Answer in JSON.", "--max-tokens", "20", "-q",
+                 "--speculative"]) == 0
+    jsonschema.validate(json.loads(capsys.readouterr().out), schema)
     assert main(["json", str(path), "Is the sky blue?", "--max-tokens", "2", "-q"]) == 2
     assert "IncompleteOutputError" in capsys.readouterr().err
+
+
+def test_speculative_greedy_output_equals_plain_on_extraction(smol_model):
+    """Lossless on the real model: the same bytes as plain constrained decoding, fewer forwards."""
+    from guidewire.api import generate
+
+    text = ("Invoice INV-2024-0192 was issued by Acme Robotics to Dana Quinn on 2024-03-14 for "
+            "3 standing desks at 412.5 each.")
+    schema = {"type": "object", "properties": {
+        "invoice": {"type": "string"}, "vendor": {"type": "string"}, "customer": {"type": "string"},
+        "quantity": {"type": "integer"}}, "required": ["invoice", "vendor", "customer", "quantity"],
+        "additionalProperties": False}
+    prompt = f"Extract JSON matching {json.dumps(schema)} from: {text}"
+    plain = generate(prompt, json_schema=schema, model=smol_model, max_tokens=60, return_result=True)
+    spec = generate(prompt, json_schema=schema, model=smol_model, max_tokens=60, return_result=True,
+                    speculative=True)
+    assert spec.token_ids == plain.token_ids and spec.finish_reason == plain.finish_reason
+    assert spec.usage.model_calls < plain.usage.model_calls
+    if spec.finish_reason == "stop":
+        jsonschema.validate(json.loads(spec.text), schema)
+    # a regex constraint and a plain (unconstrained) prompt, with a chosen drafter list
+    for kwargs in ({"regex": r"INV-\d{4}-\d{4}"}, {}):
+        a = generate("Repeat: INV-2024-0192 INV-2024-0192", model=smol_model, max_tokens=12,
+                     return_result=True, **kwargs)
+        b = generate("Repeat: INV-2024-0192 INV-2024-0192", model=smol_model, max_tokens=12,
+                     return_result=True, speculative="copy,lookup", **kwargs)
+        assert a.token_ids == b.token_ids
