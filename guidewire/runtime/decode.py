@@ -110,28 +110,16 @@ def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, voc
         if len(out) >= max_tokens:
             break
         if constraint is not None:
-            if constraint.is_terminated():
-                if not constraint.is_accepting():
-                    raise DeadEndError(_dead_end_message(constraint))
+            action, only = constrained_shortcut(constraint, bm_np, eos_row, force=use_forced)
+            if action == "stop":
                 finish = "stop"
                 break
-            constraint.fill_bitmask(bm_np, 0)
-            row = bm_np[0]
-            if only_tokens_allowed(row, eos_row):
-                finish = "stop"  # nothing but EOS can follow: no model call needed
-                break
-            if not row.any():
-                raise DeadEndError(_dead_end_message(constraint))
-            if use_forced:
-                only = single_allowed_token(row)
-                if only is not None and only not in eos_ids:
-                    if not constraint.advance(only):
-                        raise ConstraintViolationError(f"constraint refused its only allowed token {only}")
-                    out.append(only)
-                    pending.append(only)
-                    usage.forced_tokens += 1
-                    yield [only]
-                    continue
+            if action == "forced":
+                out.append(only)
+                pending.append(only)
+                usage.forced_tokens += 1
+                yield [only]
+                continue
         if prefilled:
             logits = model.step(pending, last_only=True)
         else:
@@ -159,6 +147,34 @@ def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, voc
     usage.model_calls = (model.calls - calls0) if calls0 is not None else own_calls
     complete = True if constraint is None else bool(constraint.is_accepting())
     return GenerationResult(decode_text(vocab, out), out, finish, complete, usage)
+
+
+def constrained_shortcut(constraint, bm_np: np.ndarray, eos_row: np.ndarray, *,
+                         force: bool = True) -> tuple[str, int | None]:
+    """The lossless shortcuts before a model call, with the constraint's mask left in ``bm_np[0]``.
+
+    Returns ``("stop", None)`` when generation ends here (the constraint terminated, or allows
+    nothing but EOS), ``("forced", token)`` when exactly one token is allowed (the constraint has
+    advanced over it; only with ``force``), else ``("sample", None)``. Raises
+    :class:`DeadEndError` when nothing at all is allowed.
+    """
+    if constraint.is_terminated():
+        if not constraint.is_accepting():
+            raise DeadEndError(_dead_end_message(constraint))
+        return "stop", None
+    constraint.fill_bitmask(bm_np, 0)
+    row = bm_np[0]
+    if only_tokens_allowed(row, eos_row):
+        return "stop", None  # nothing but EOS can follow: no model call needed
+    if not row.any():
+        raise DeadEndError(_dead_end_message(constraint))
+    if force:
+        only = single_allowed_token(row)
+        if only is not None:
+            if not constraint.advance(only):
+                raise ConstraintViolationError(f"constraint refused its only allowed token {only}")
+            return "forced", only
+    return "sample", None
 
 
 def _dead_end_message(constraint) -> str:

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from ..core.bitmask import allocate_token_bitmask
-from .decode import GenerationResult, Usage, _dead_end_message, _eos_row, _sampler
+from .decode import GenerationResult, Usage, _eos_row, _sampler, constrained_shortcut
 from .drafting import Draft, Drafter
-from .errors import ConstraintViolationError, DeadEndError
-from .masking import apply_bitmask_, only_tokens_allowed, single_allowed_token, unpack_bitmask
+from .errors import ConstraintViolationError
+from .masking import apply_bitmask_, unpack_bitmask
 from .model import Model
 from .sampling import SamplingParams, sampling_probs
 from .streaming import decode_text
@@ -205,22 +205,11 @@ def iter_speculative_decode(model: Model, prompt_ids: Sequence[int], constraint=
     while len(out) < max_tokens:
         # the lossless shortcuts: constraint finished / only EOS / exactly one token allowed
         if constraint is not None:
-            if constraint.is_terminated():
-                if not constraint.is_accepting():
-                    raise DeadEndError(_dead_end_message(constraint))
+            action, only = constrained_shortcut(constraint, bm_np, eos_row)
+            if action == "stop":
                 finish = "stop"
                 break
-            constraint.fill_bitmask(bm_np, 0)
-            row = bm_np[0]
-            if only_tokens_allowed(row, eos_row):
-                finish = "stop"
-                break
-            if not row.any():
-                raise DeadEndError(_dead_end_message(constraint))
-            only = single_allowed_token(row)
-            if only is not None:
-                if not constraint.advance(only):
-                    raise ConstraintViolationError(f"constraint refused its only allowed token {only}")
+            if action == "forced":
                 stats.single_allowed += 1
                 usage.forced_tokens += 1
                 emit([only], [only])
