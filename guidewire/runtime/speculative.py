@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-import numpy as np
 import torch
 
 from ..core.bitmask import allocate_token_bitmask
