@@ -5,7 +5,8 @@ the output (``" Mateo"`` in a paragraph vs ``"Mateo`` inside a JSON string). Thi
 *bytes*: it finds the longest suffix of the history text (at least ``min_match`` bytes, at most
 ``max_match``) that occurred earlier -- the latest occurrence, by binary search on the match
 length (a suffix that occurred earlier implies every shorter one did) -- takes the ``max_bytes``
-that followed it, and splits them canonically after the emitted tail
+that followed it (matches inside the output itself are tried first, from 2 bytes, since an
+output's layout and separators repeat), and splits them canonically after the emitted tail
 (:class:`~.canonical.CanonicalSplitter`), withholding the last ``backoff`` tokens (the boundary
 token may merge with what comes next). When no suffix of ``min_match`` bytes recurs, a value just
 being started (the partial word after the last quote or space, ``"M``) is matched at the latest
@@ -53,6 +54,7 @@ class TextCopyDrafter(DrafterBase):
         self.max_bytes, self.backoff = int(max_bytes), int(backoff)
         self.stop = stop_ids(vocab)
         self.text = bytearray()
+        self.prompt_bytes = 0
 
     def _spell(self, tokens: Sequence[int]) -> bytes:
         tb, stop = self.vocab.token_bytes, self.stop
@@ -62,6 +64,7 @@ class TextCopyDrafter(DrafterBase):
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """Start over with the prompt's text."""
         self.text = bytearray(self._spell(prompt_ids))
+        self.prompt_bytes = len(self.text)
         self.splitter.begin(prompt_ids)
 
     def extend(self, tokens: Sequence[int]) -> None:
@@ -69,11 +72,11 @@ class TextCopyDrafter(DrafterBase):
         self.text += self._spell(tokens)
         self.splitter.extend(tokens)
 
-    def match(self, text: bytes) -> tuple[int, int]:
+    def match(self, text: bytes, start: int = 0, min_match: int | None = None) -> tuple[int, int]:
         """``(length, end)``: the longest suffix of ``text`` (within the bounds) that also ends at
-        an earlier position ``end`` (the latest such); ``(0, -1)`` if none."""
+        an earlier position ``end`` (the latest such) at or after ``start``; ``(0, -1)`` if none."""
         n = len(text)
-        lo, hi = self.min_match, min(self.max_match, n - 1)
+        lo, hi = self.min_match if min_match is None else min_match, min(self.max_match, n - 1 - start)
         best = (0, -1)
         while lo <= hi:
             mid = (lo + hi) // 2
@@ -81,7 +84,7 @@ class TextCopyDrafter(DrafterBase):
             if SEPARATOR in suffix:
                 hi = mid - 1
                 continue
-            pos = text.rfind(suffix, 0, n - 1)
+            pos = text.rfind(suffix, start, n - 1)
             if pos < 0:
                 hi = mid - 1
             else:
@@ -108,7 +111,10 @@ class TextCopyDrafter(DrafterBase):
         if max_tokens <= 0:
             return self._emit([])
         text = bytes(self.text) + (self._spell(prefix) if prefix else b"")
-        length, end = self.match(text)
+        # the output's own text first (its layout and separators repeat), then the whole history
+        length, end = self.match(text, self.prompt_bytes, min_match=2)
+        if not length:
+            length, end = self.match(text)
         if not length:
             end = self.word_match(text)
             if end < 0:
