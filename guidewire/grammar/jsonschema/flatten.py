@@ -9,6 +9,7 @@ schemas, used to filter ``enum`` values with ``jsonschema`` itself).
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 from ...core.errors import UnsatisfiableGrammarError, UnsupportedFeatureError
@@ -27,12 +28,15 @@ HANDLED = {
     "propertyNames", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems",
     "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems", "minLength",
     "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "anyOf", "oneOf", "allOf", "not", "$ref",
+    "multipleOf", "anyOf", "oneOf", "allOf", "not", "$ref", "if", "then", "else", "dependencies",
+    "dependentRequired", "dependentSchemas",
 }
 UNSUPPORTED = {
-    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
     "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
 }
+#: internal flat keys holding lists that a conjunction concatenates (see :mod:`.negate`)
+_LISTS = ("x-patterns", "x-any", "x-not", "x-forbid", "x-exclude", "x-notenum", "x-antipatterns", "x-notmult",
+          "x-depreq", "x-exists")
 MAX_MERGE_DEPTH = 64
 
 
@@ -44,6 +48,25 @@ class Flattener:
         self.draft = draft
         self.strict = strict
         self.notes = notes
+        self._synthetic: dict = {}
+
+    def synthetic(self, kind: str, *parts):
+        """An interned synthetic schema (``{"not": s}``, ``{"allOf": [a, b]}``...) built around
+        subschemas: the same parts give the same object, so memoisation by identity still closes
+        recursive schemas."""
+        key = (kind,) + tuple(id(p) if isinstance(p, (dict, list)) else repr(p) for p in parts)
+        hit = self._synthetic.get(key)
+        if hit is None:
+            if kind == "not":
+                node = {"not": parts[0]}
+            elif kind == "allOf":
+                node = {"allOf": list(parts)}
+            elif kind == "required":
+                node = {"required": list(parts)}
+            else:  # pragma: no cover
+                raise ValueError(kind)
+            hit = self._synthetic[key] = (node, parts)  # keep the parts alive: ids stay unique
+        return hit[0]
 
     def unsupported(self, keyword: str, pointer: str, why: str = "") -> None:
         """Raise in strict mode; in lenient mode record that ``keyword`` is not enforced."""
@@ -97,7 +120,47 @@ class Flattener:
             if key not in HANDLED:
                 continue  # unknown vocabulary: not an assertion in JSON Schema
             self._keyword(out, key, value, node, pointer)
+        if "if" in node:
+            self._conditional(out, node, pointer)
         return out
+
+    def _conditional(self, out: dict, node: dict, pointer: str) -> None:
+        """``if``/``then``/``else`` as ``anyOf [if & then, not if & else]`` (disjoint branches)."""
+        cond = node["if"]
+        then, other = node.get("then", True), node.get("else", True)
+        if then is True and other is True:
+            return
+        if cond is True or cond == {}:
+            branches = [(then, f"{pointer}/then")]
+        elif cond is False:
+            branches = [(other, f"{pointer}/else")]
+        else:
+            branches = [(self.synthetic("allOf", cond, then), f"{pointer}/then"),
+                        (self.synthetic("allOf", self.synthetic("not", cond), other), f"{pointer}/else")]
+        out.setdefault("x-any", []).append(("anyOf", branches))
+
+    def _dependencies(self, out: dict, value, pointer: str, key: str) -> None:
+        if not isinstance(value, dict):
+            raise SchemaError(f"{key} must be an object", f"{pointer}/{key}")
+        for trigger, dep in value.items():
+            where = f"{pointer}/{key}/{trigger}"
+            if isinstance(dep, list) and key != "dependentSchemas":
+                if not all(isinstance(d, str) for d in dep):
+                    raise SchemaError("dependencies must list property names", where)
+                deps = [d for d in dict.fromkeys(dep) if d != trigger]
+                if deps:
+                    out.setdefault("x-depreq", []).append((trigger, deps))
+            elif isinstance(dep, (dict, bool)) and key != "dependentRequired":
+                if dep is True or dep == {}:
+                    continue
+                if dep is False:
+                    out.setdefault("x-forbid", []).append(trigger)
+                    continue
+                absent = self.synthetic("not", self.synthetic("required", trigger))
+                present = self.synthetic("allOf", self.synthetic("required", trigger), dep)
+                out.setdefault("x-any", []).append(("anyOf", [(absent, where), (present, where)]))
+            else:
+                raise SchemaError(f"bad {key} value for {trigger!r}", where)
 
     def _keyword(self, out: dict, key: str, value, node: dict, pointer: str) -> None:
         where = f"{pointer}/{key}"
@@ -182,6 +245,8 @@ class Flattener:
             out.setdefault("x-not", []).append((value, where))
         elif key in ("additionalProperties", "propertyNames", "contains"):
             out[key] = value
+        elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
+            self._dependencies(out, value, pointer, key)
 
 
 def _number(value, where: str) -> None:
@@ -199,7 +264,18 @@ def _all_of(a, b):
         return False
     if a == b:
         return a
+    if _negates(a, b) or _negates(b, a):
+        return False
     return {"allOf": [a, b]}
+
+
+def _negates(a, b) -> bool:
+    """``b`` is ``{"not": x}`` with ``x`` one of the conjuncts of ``a`` (so ``a`` and ``b`` never meet)."""
+    if not (isinstance(b, dict) and len(b) == 1 and "not" in b):
+        return False
+    x = b["not"]
+    parts = a["allOf"] if isinstance(a, dict) and len(a) == 1 and isinstance(a.get("allOf"), list) else [a]
+    return any(p is x or p == x for p in parts)
 
 
 def merge(a, b, pointer: str):
@@ -241,8 +317,10 @@ def merge(a, b, pointer: str):
                 out[key] = value
             else:
                 raise UnsupportedFeatureError(f"keyword 'multipleOf' at {pointer}: cannot combine {cur} and {value}")
-        elif key in ("x-patterns", "x-any", "x-not"):
+        elif key in _LISTS:
             out[key] = cur + value
+        elif key == "x-nonint":
+            out[key] = True
         elif key == "required":
             out[key] = list(dict.fromkeys(cur + value))
         elif key == "properties":
@@ -257,30 +335,70 @@ def merge(a, b, pointer: str):
             out[key] = pp
         elif key in ("additionalProperties", "items", "propertyNames", "contains"):
             out[key] = _all_of(cur, value)
-        elif key == "prefixItems":
-            n = max(len(cur), len(value))
-            out[key] = [_all_of(cur[i] if i < len(cur) else None, value[i] if i < len(value) else None)
-                        for i in range(n)]
         elif key == "uniqueItems":
             out[key] = cur or value
+    if "prefixItems" in a or "prefixItems" in b:
+        _merge_prefix(out, a, b)
     _close_objects(out, a, b, pointer)
+    if out.get("type") == ["object"] and _no_object(out):
+        return False
     return out
 
 
+def _no_object(flat: dict) -> bool:
+    """A required key is forbidden or admits no value."""
+    required = flat.get("required", [])
+    if not required:
+        return False
+    props = flat.get("properties", {})
+    forbid = set(flat.get("x-forbid", []))
+    return any(n in forbid or props.get(n) is False for n in required)
+
+
+def _merge_prefix(out: dict, a: dict, b: dict) -> None:
+    """Position i gets both sides' schema for i: their prefixItems[i], or else their items."""
+    pa, pb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items"), b.get("items")
+    n = max(len(pa), len(pb))
+    out["prefixItems"] = [_all_of(pa[i] if i < len(pa) else ia, pb[i] if i < len(pb) else ib) for i in range(n)]
+
+
 def _close_objects(out: dict, a: dict, b: dict, pointer: str) -> None:
-    """Properties named by one side only are subject to the other side's additionalProperties."""
+    """Keys one side names (or matches by pattern) fall under the other side's additionalProperties
+    unless the other side names them or matches them by one of its own patterns."""
     for this, other in ((a, b), (b, a)):
         ap = other.get("additionalProperties", True)
-        if ap is True or "properties" not in this:
+        if ap is True or ap == {}:
             continue
-        if other.get("patternProperties"):
-            raise UnsupportedFeatureError(
-                f"keyword 'allOf' at {pointer}: merging objects with additionalProperties and "
-                "patternProperties on different branches is not supported")
-        mine = set(other.get("properties", {}))
-        for name in this["properties"]:
-            if name not in mine:
-                out["properties"][name] = _all_of(out["properties"][name], ap)
+        other_props = other.get("properties", {})
+        other_pp = other.get("patternProperties", {})
+        for name in this.get("properties", {}):
+            if name in other_props or any(_safe_search(p, name) for p in other_pp):
+                continue
+            out["properties"][name] = _all_of(out["properties"][name], ap)
+    # keys no side names: each side's additionalProperties applies unless one of *its* patterns
+    # matches; when the sides' patterns differ, keep them apart for the key classes in emit
+    sides = _sides(a) + _sides(b)
+    if sides and out.get("patternProperties") and (
+            len(sides) > 1 or set(sides[0][0]) != set(out["patternProperties"])):
+        out["x-sides"] = sides
+
+
+def _sides(x: dict) -> list:
+    """``(patterns, additionalProperties)`` of each conjoined object schema with a real restriction."""
+    if "x-sides" in x:
+        return list(x["x-sides"])
+    ap = x.get("additionalProperties", True)
+    if ap is True or ap == {}:
+        return []
+    return [(tuple(x.get("patternProperties", {})), ap)]
+
+
+def _safe_search(pattern: str, name: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
 
 
 def _json_eq(x, y) -> bool:
