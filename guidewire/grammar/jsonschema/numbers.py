@@ -377,6 +377,10 @@ def decimal_range(lo, lo_excl: bool, hi, hi_excl: bool, *, nonint: bool = False,
             neg = _nonneg_decimals(ya, yax, yb, ybx, nonint)
             if neg:
                 parts.append("-" + _group("|".join(neg)))
+    zero_in = ((lo is None or lo < 0 or (lo == 0 and not lo_excl)) and (hi is None or hi > 0 or (hi == 0 and not hi_excl))
+               and not nonint and 0 not in cuts)
+    if zero_in:
+        parts.append(r"-0(?:\.0+)?")  # negative zero equals 0
     if not parts:
         return None
     return "|".join(_group(p) for p in parts)
