@@ -156,23 +156,7 @@ def multiple_of_into(nfa: NFA, m: int, lo: int | None, hi: int | None) -> RegexF
         return compile_into(nfa, values)
     if lo is not None or hi is not None:
         raise LimitExceededError("multipleOf with a one-sided bound is not expressible exactly here")
-    if m > MAX_MODULUS:
-        raise LimitExceededError(f"multipleOf {m} exceeds the modulus limit {MAX_MODULUS}")
-    start, end = nfa.add_state(), nfa.add_state()
-    sign = nfa.add_state()
-    nfa.eps[start].append(sign)
-    nfa.add_bytes(start, sign, ord("-"), ord("-"))
-    zero = nfa.add_state()
-    nfa.add_bytes(start, zero, ord("0"), ord("0"))
-    nfa.eps[zero].append(end)
-    res = [nfa.add_state() for _ in range(m)]
-    for d in range(1, 10):
-        nfa.add_bytes(sign, res[d % m], 0x30 + d, 0x30 + d)
-    for r in range(m):
-        for d in range(10):
-            nfa.add_bytes(res[r], res[(10 * r + d) % m], 0x30 + d, 0x30 + d)
-    nfa.eps[res[0]].append(end)
-    return RegexFragment(start, end, False, False)
+    return residue_into(nfa, m, accept_zero=True)
 
 
 def decimal_places(multiple) -> int | None:
