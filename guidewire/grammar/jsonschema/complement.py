@@ -7,7 +7,7 @@ into disjoint pieces; the DFA is completed with a sink and its accepting set fli
 from __future__ import annotations
 
 from ...core.errors import LimitExceededError
-from ..charset import MAX_CP, SURROGATES
+from ..charset import complement, normalize
 from ..jsonstring import CharNFA
 
 MAX_DFA_STATES = 4000
@@ -56,34 +56,13 @@ def _pieces(nfa: CharNFA, subset) -> list[tuple[int, int, frozenset]]:
     return merged
 
 
-def _gaps(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    prev = 0
-    for a, b in sorted(covered):
-        if a > prev:
-            out.append((prev, a - 1))
-        prev = max(prev, b + 1)
-    if prev <= MAX_CP:
-        out.append((prev, MAX_CP))
-    res = []
-    for a, b in out:  # surrogates are never characters
-        if b < SURROGATES[0] or a > SURROGATES[1]:
-            res.append((a, b))
-        else:
-            if a < SURROGATES[0]:
-                res.append((a, SURROGATES[0] - 1))
-            if b > SURROGATES[1]:
-                res.append((SURROGATES[1] + 1, b))
-    return res
-
-
 def complement_automaton(auto: tuple[CharNFA, int, int]) -> tuple[CharNFA, int, int]:
     """Character automaton of every string that ``auto`` does not accept."""
     nfa, start, end = auto
     out = CharNFA()
     final = out.add_state()
     sink = out.add_state()
-    out.add_chars(sink, sink, ((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CP)))
+    out.add_chars(sink, sink, complement(()))
     out.eps[sink].append(final)
     index: dict[frozenset, int] = {}
     work: list[frozenset] = []
@@ -106,7 +85,7 @@ def complement_automaton(auto: tuple[CharNFA, int, int]) -> tuple[CharNFA, int, 
         pieces = _pieces(nfa, subset)
         for lo, hi, ts in pieces:
             out.add_chars(sid, state(_closure(nfa, ts)), ((lo, hi),))
-        gaps = _gaps([(lo, hi) for lo, hi, _ in pieces])
+        gaps = complement(normalize([(lo, hi) for lo, hi, _ in pieces]))
         if gaps:
             out.add_chars(sid, sink, tuple(gaps))
     return out, root, final
