@@ -11,6 +11,11 @@ outcome with an independent check (json.loads + jsonschema with a FormatChecker)
   presented as valid; generate_json raises OutputValidationError);
 * ``compile_error`` / ``error`` -- the schema could not be compiled / generation failed.
 
+The schema text in the prompt is minified and cut at ``--prompt-chars`` (default 6000) so that
+prompt plus output fit SmolLM2's 8,192-token window (some Kubernetes schemas are 160 KB, about
+50k tokens); the *constraint* is always the whole schema. A prompt that still does not fit is a
+``ContextLengthError`` (counted as ``error``).
+
     python bench/bench_e2e_json.py [--max-tokens 256] [--per-family 20] [--limit N] [--out FILE.jsonl]
 """
 
@@ -40,6 +45,12 @@ def schema_files(data: str, per_family: int) -> list[str]:
     return out
 
 
+def schema_text(schema, limit: int) -> str:
+    """The schema as minified JSON, cut at ``limit`` characters with a marker."""
+    text = json.dumps(schema, separators=(",", ":"))
+    return text if len(text) <= limit else text[:limit] + " ... (schema truncated)"
+
+
 def main(argv=None) -> int:
     """Run the benchmark; exit status 1 if any invalid output was produced."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -48,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--per-family", type=int, default=20)
     ap.add_argument("--limit", type=int, default=None, help="only the first N selected schemas")
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--prompt-chars", type=int, default=6000,
+                    help="cut the schema text in the prompt at this many characters")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperatures", default="0,0.8")
@@ -78,7 +91,7 @@ def main(argv=None) -> int:
                 counts[t]["compile_error"] += 1
             print(f"[{i + 1}/{len(files)}] {name}: compile error: {exc}", flush=True)
             continue
-        prompt = "Produce an example JSON instance for this schema: " + json.dumps(schema)
+        prompt = "Produce an example JSON instance for this schema: " + schema_text(schema, args.prompt_chars)
         for t in temps:
             t0 = time.perf_counter()
             result = None

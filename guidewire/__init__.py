@@ -8,7 +8,8 @@ per process); the layers underneath are :mod:`guidewire.core`, :mod:`guidewire.g
 __version__ = "0.1.0"
 
 __all__ = ["generate_json", "generate", "load_model", "GuidewireError", "IncompleteOutputError",
-           "OutputValidationError", "DeadEndError", "ModelLoadError", "__version__"]
+           "OutputValidationError", "DeadEndError", "ModelLoadError", "ContextLengthError",
+           "__version__"]
 
 from .core.errors import GuidewireError  # noqa: E402
 
@@ -17,6 +18,7 @@ _LAZY = {
     "load_model": "guidewire.runtime.loading",
     "IncompleteOutputError": "guidewire.runtime.errors", "OutputValidationError": "guidewire.runtime.errors",
     "DeadEndError": "guidewire.runtime.errors", "ModelLoadError": "guidewire.runtime.errors",
+    "ContextLengthError": "guidewire.runtime.errors",
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from .core.errors import GuidewireError
 from .runtime.decode import GenerationResult, TextStream, iter_decode
-from .runtime.errors import IncompleteOutputError, OutputValidationError
+from .runtime.errors import ContextLengthError, IncompleteOutputError, OutputValidationError
 from .runtime.loading import DEFAULT_MODEL, LoadedModel, load_model
 from .runtime.sampling import SamplingParams
 
@@ -161,8 +161,24 @@ def speculation_drafter(lm: LoadedModel, speculative):
     return make_drafter(names, tokenizer=lm.tokenizer, vocab=lm.vocab)
 
 
+def fit_context(prompt_tokens: int, max_tokens: int, max_context: int | None) -> int:
+    """``max_tokens`` clamped so prompt plus output fit in the model's context window.
+
+    Raises :class:`~guidewire.runtime.errors.ContextLengthError` when the prompt alone leaves no
+    room; a clamped run that fills the window ends with ``finish_reason == "length"``.
+    """
+    if max_context is None:
+        return max_tokens
+    room = max_context - prompt_tokens
+    if room < 1:
+        raise ContextLengthError(f"the prompt is {prompt_tokens} tokens but the model's context window "
+                                 f"is {max_context}; shorten the prompt")
+    return min(max_tokens, room)
+
+
 def _steps(lm: LoadedModel, prompt, constraint, *, chat, system, max_tokens, sampling, speculative=False):
     ids = lm.encode_prompt(prompt, chat=chat, system=system)
+    max_tokens = fit_context(len(ids), max_tokens, lm.max_context)
     drafter = speculation_drafter(lm, speculative)
     if drafter is not None:
         from .runtime.speculative import iter_speculative_decode

@@ -171,3 +171,18 @@ def test_speculative_greedy_output_equals_plain_on_extraction(smol_model):
         b = generate("Repeat: INV-2024-0192 INV-2024-0192", model=smol_model, max_tokens=12,
                      return_result=True, speculative="copy,lookup", **kwargs)
         assert a.token_ids == b.token_ids
+
+
+def test_context_window_is_enforced_before_prefill(smol_model):
+    from guidewire import api
+    from guidewire.runtime import ContextLengthError
+
+    assert smol_model.max_context == 8192  # SmolLM2's max_position_embeddings
+    assert api.fit_context(100, 256, 8192) == 256
+    assert api.fit_context(8000, 256, 8192) == 192  # clamped: the run ends with finish "length"
+    assert api.fit_context(100, 256, None) == 256
+    with pytest.raises(ContextLengthError, match="8192"):
+        api.fit_context(8192, 1, 8192)
+    long_prompt = "word " * 9000  # > 8192 tokens: a typed error, not a silent O(n^2) prefill
+    with pytest.raises(ContextLengthError, match="context window is 8192"):
+        api.generate(long_prompt, regex="[a-z]+", model=smol_model, max_tokens=4)

@@ -7,7 +7,7 @@ grammar layer.
 
 from .decode import (GenerationResult, TextStream, Usage, decode, decode_batch, iter_decode,
                      stream_decode)
-from .errors import (ConstraintViolationError, DeadEndError, IncompleteOutputError, ModelLoadError,
+from .errors import (ConstraintViolationError, ContextLengthError, DeadEndError, IncompleteOutputError, ModelLoadError,
                      OutputValidationError)
 from .hf_processor import GuidewireLogitsProcessor
 from .loading import DEFAULT_MODEL, LoadedModel, load_model
@@ -23,6 +23,6 @@ __all__ = [
     "apply_bitmask_", "unpack_bitmask", "Sampler", "SamplingParams", "sampling_probs", "decode",
     "decode_batch", "iter_decode", "stream_decode", "GenerationResult", "TextStream", "Usage",
     "TextDeltaDecoder", "decode_text", "GuidewireLogitsProcessor", "ModelLoadError", "DeadEndError",
-    "ConstraintViolationError", "IncompleteOutputError", "OutputValidationError", "Draft", "Drafter",
+    "ConstraintViolationError", "ContextLengthError", "IncompleteOutputError", "OutputValidationError", "Draft", "Drafter",
     "DraftPolicy", "SpeculationStats", "speculative_decode", "iter_speculative_decode",
 ]

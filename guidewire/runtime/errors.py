@@ -9,6 +9,10 @@ class ModelLoadError(GuidewireError):
     """A model name or path that cannot be found, converted or loaded."""
 
 
+class ContextLengthError(GuidewireError):
+    """A prompt that leaves no room in the model's context window for even one generated token."""
+
+
 class DeadEndError(GuidewireError):
     """The constraint allows no token at all (it is in an error state or its language is exhausted)."""
 

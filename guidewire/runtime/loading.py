@@ -55,6 +55,16 @@ class LoadedModel:
         """Ids that end generation (EOS plus the chat turn's end token)."""
         return self.vocab.eos_ids
 
+    @property
+    def max_context(self) -> int | None:
+        """The model's context window in tokens (``max_position_embeddings``), ``None`` if unknown."""
+        config = getattr(self.module, "config", None)
+        if config is None:
+            return None
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        n = getattr(text, "max_position_embeddings", None)
+        return int(n) if n else None
+
     def encode_prompt(self, prompt: str | Sequence[dict], *, chat: bool = True,
                       system: str | None = None) -> list[int]:
         """Token ids of a prompt: wrapped with the model's chat template (``chat=True``), or raw.
