@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         with open(path) as f:
             schema = json.load(f)["schema"]
         try:
-            grammar = api.get_grammar("json_schema", schema, lm.vocab)
+            grammar = api.get_grammar("json_schema", schema, lm.vocab, **api.GENERATION_SCHEMA_OPTIONS)
         except GuidewireError as exc:
             for t in temps:
                 counts[t]["compile_error"] += 1

@@ -245,6 +245,12 @@ def validate_json_output(schema, result: GenerationResult):
 
 
 # -- public ---------------------------------------------------------------------------------------
+#: ``compile_json_schema`` defaults of the generation front door (callers may override each one):
+#: unnamed properties are not generated (every output still validates), as in XGrammar's strict mode;
+#: conformance checking (``guidewire bench maskbench``) keeps the exact schema semantics.
+GENERATION_SCHEMA_OPTIONS = {"extra_properties": False}
+
+
 def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_tokens: int = 512,
                   temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
                   top_k: int = 0, min_p: float = 0.0, chat: bool = True, system: str | None = None,
@@ -253,7 +259,8 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
 
     ``schema`` is a JSON Schema (dict or JSON text) or a Pydantic model class (then an instance
     is returned). ``schema_options`` go to ``compile_json_schema`` (e.g. ``lenient=``,
-    ``any_order=``, ``indent=``, ``separators=``, ``strict_openai=``). The prompt is wrapped in
+    ``any_order=``, ``indent=``, ``separators=``, ``strict_openai=``, ``extra_properties=``; see
+    :data:`GENERATION_SCHEMA_OPTIONS` for the defaults here). The prompt is wrapped in
     the model's chat template unless ``chat=False``. ``speculative=True`` (or drafter names such
     as ``"forced,copy"``) decodes speculatively: the same output, fewer model forwards.
 
@@ -261,7 +268,7 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
     :class:`OutputValidationError` if the output fails the independent JSON/schema check.
     """
     lm = get_model(model)
-    grammar = get_grammar("json_schema", schema, lm.vocab, **schema_options)
+    grammar = get_grammar("json_schema", schema, lm.vocab, **{**GENERATION_SCHEMA_OPTIONS, **schema_options})
     steps = _steps(lm, prompt, grammar.matcher(), chat=chat, system=system, max_tokens=max_tokens,
                    sampling=_sampling(temperature, top_p, top_k, min_p, seed), speculative=speculative)
     return validate_json_output(schema, _run(steps))
@@ -299,6 +306,8 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
     elif kind == "lark" and hasattr(spec, "matcher"):
         constraint, what = spec.matcher(), "grammar sentence"
     else:
+        if kind == "json_schema":
+            schema_options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
         constraint = get_grammar(kind, spec, lm.vocab, **schema_options).matcher()
         what = {"json_schema": "JSON value", "regex": "regex match", "lark": "grammar sentence",
                 "choices": "choice"}[kind]

@@ -172,6 +172,22 @@ def test_strict_openai_requires_all_properties(smollm2):
     assert not accepts(g, '{"a": 1}') and not accepts(g, '{"a": 1, "b": "x", "c": 2}')
 
 
+def test_extra_properties_false_generates_a_valid_subset(smollm2):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "t": {
+        "type": "array", "prefixItems": [{"type": "string"}]}, "m": {"type": "object", "minProperties": 1}},
+        "required": ["a", "r"], "patternProperties": {"^x_": {"type": "boolean"}}}
+    g = compile_json_schema(schema, smollm2, extra_properties=False)
+    check = jsonschema.Draft202012Validator(schema)
+    ok = [{"a": 1, "r": None}, {"a": 1, "t": ["s"], "r": [1], "x_y": True}, {"a": 1, "m": {"k": 1}, "r": 0}]
+    unnamed = [{"a": 1, "r": 0, "z": 1}, {"a": 1, "t": ["s", 1], "r": 0}]
+    for v in ok:
+        assert check.is_valid(v) and accepts(g, json.dumps(v)), v
+    for v in unnamed:  # valid under the schema, but not generated in this mode
+        assert check.is_valid(v) and not accepts(g, json.dumps(v)), v
+    assert not accepts(g, json.dumps({"a": "1", "r": 0}))  # still enforces the schema
+    assert accepts(compile_json_schema(schema, smollm2), json.dumps(unnamed[0]))  # default: exact
+
+
 def test_recursive_ref_and_pydantic(smollm2):
     tree = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {
         "type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": False}},

@@ -28,7 +28,11 @@ class JsonSchemaOptions:
     exact separators (as ``json.dumps``); ``indent=k`` fixes the ``json.dumps(indent=k)``
     layout. ``any_order`` lets named properties appear in any order (default: schema
     order). ``strict_openai`` applies OpenAI strict-mode semantics (every property
-    required, no additional properties).
+    required, no additional properties). ``extra_properties=False`` is a *generation* mode (as
+    XGrammar's strict mode): where the schema leaves ``additionalProperties`` (or a tuple's
+    ``items``) unset, no unnamed property (or extra tuple item) is generated. The language is then
+    a subset of the schema's valid instances, so every output still validates; keep the default
+    ``True`` to accept exactly the schema's instances (conformance checking).
     """
 
     lenient: bool = False
@@ -38,6 +42,7 @@ class JsonSchemaOptions:
     indent: int | None = None
     any_order: bool = False
     strict_openai: bool = False
+    extra_properties: bool = True
     max_depth: int = 64
     max_string_length: int = 10_000
 

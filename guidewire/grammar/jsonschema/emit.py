@@ -522,7 +522,7 @@ class SchemaGrammarBuilder:
     # -- containers ---------------------------------------------------------------------------------
     def array(self, flat: dict, pointer: str, depth: int) -> _Sym | None:
         prefix = flat.get("prefixItems", [])
-        rest = flat.get("items", True)
+        rest = flat.get("items", False if prefix and not self.opt.extra_properties else True)
         lo, hi = flat.get("minItems", 0), flat.get("maxItems")
         if hi is not None and lo > hi:
             return None
@@ -648,11 +648,24 @@ class SchemaGrammarBuilder:
         return arr
 
     def object(self, flat: dict, pointer: str, depth: int) -> _Sym | None:
+        """Object values of ``flat``; under ``extra_properties=False`` unnamed keys are not generated
+        unless the schema needs them (``minProperties`` beyond the named ones)."""
+        named = set(flat.get("properties", {})) | set(flat.get("required", []))
+        enough = flat.get("patternProperties") or flat.get("minProperties", 0) <= len(named)
+        if (not self.opt.extra_properties and not self.opt.strict_openai and enough
+                and "additionalProperties" not in flat):
+            sym = self._object(flat, pointer, depth, closed=True)
+            if sym is not None:
+                return sym
+        return self._object(flat, pointer, depth, closed=self.opt.strict_openai)
+
+    def _object(self, flat: dict, pointer: str, depth: int, closed: bool) -> _Sym | None:
         props = dict(flat.get("properties", {}))
         required = list(flat.get("required", []))
         forbid = set(flat.get("x-forbid", []))
         pattern_props = flat.get("patternProperties", {})
-        additional = flat.get("additionalProperties", False if self.opt.strict_openai else True)
+        implicit = "additionalProperties" not in flat and closed and not self.opt.strict_openai
+        additional = flat.get("additionalProperties", False if closed else True)
         names_schema = flat.get("propertyNames")
         lo, hi = flat.get("minProperties", 0), flat.get("maxProperties")
         if self.opt.strict_openai:
@@ -679,7 +692,7 @@ class SchemaGrammarBuilder:
             if name not in props:
                 if name not in required and (name in forbid or unnamed(name) is False):
                     continue  # a dependency key that cannot appear
-                sub = unnamed(name)
+                sub = True if implicit and flat.get("x-sides") is None else unnamed(name)
                 if sub is False:
                     return None
                 props[name] = sub
