@@ -165,6 +165,22 @@ def test_layouts(smollm2):
     assert accepts(compile_json_schema(PERSON, smollm2, any_order=True), swapped)
 
 
+def test_flexible_whitespace_run_is_bounded_in_every_gap(smollm2):
+    """Each gap between lexemes takes at most ``max_whitespace`` characters, wherever it is."""
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                               "b": {"enum": [[], {"k": [1]}]}, "c": {"type": "object"}},
+              "additionalProperties": False}
+    gaps = ["", "{", '"a"', ":", "[", "1", ",", "2", "]", ",", '"b"', ":", "[", "]", ",", '"c"', ":", "{", "}", "}"]
+    check = jsonschema.Draft202012Validator(schema)
+    for limit in (24, 3):
+        g = compile_json_schema(schema, smollm2, max_whitespace=limit)
+        for gap in range(1, len(gaps)):
+            for n, ws in ((limit, " \n\t\r" * limit), (limit + 1, "\n" + " " * limit)):
+                text = "".join(gaps[:gap]) + ws[:n] + "".join(gaps[gap:])
+                assert check.is_valid(json.loads(text))
+                assert accepts(g, text) == (n <= limit), (limit, gap, n, text)
+
+
 def test_strict_openai_requires_all_properties(smollm2):
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
     g = compile_json_schema(schema, smollm2, strict_openai=True)

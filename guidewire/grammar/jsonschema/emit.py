@@ -17,8 +17,8 @@ from fractions import Fraction
 
 from ...core.errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedFeatureError
 from ..frontend import TerminalSpec, assemble
-from ..jsonstring import (any_string_automaton, excluding_automaton, json_string_into, literal_automaton,
-                          pattern_automaton)
+from ..jsonstring import any_string_automaton, excluding_automaton, json_string_into, pattern_automaton
+from ..regex import RegexFragment, literal_into
 from . import numbers
 from .complement import complement_automaton, pattern_matches
 from .flatten import Flattener, merge
@@ -56,6 +56,7 @@ class SchemaGrammarBuilder:
         self.rules: list[tuple[_Sym, tuple[_Sym, ...]]] = []
         self.nts: list[str] = []
         self.memo: dict = {}
+        self._puncts: dict = {}
         self.families = 0
         self._any_value = None
 
@@ -81,15 +82,41 @@ class SchemaGrammarBuilder:
         self.rules.append((lhs, tuple(rhs)))
 
     def punct(self, name: str, text: str, *, before: bool = False, after: bool = False) -> _Sym:
-        """A punctuation terminal with the configured whitespace around it."""
+        """A punctuation symbol with the configured whitespace around it.
+
+        Flexible whitespace is its own lexeme (``WS``, at most ``max_whitespace`` characters)
+        in optional grammar slots, not part of the punctuation lexeme: one whitespace chain in
+        the lexer DFA instead of one per punctuation character. Every gap between two
+        non-whitespace lexemes has at most one slot, so no run exceeds the bound.
+        """
         o = self.opt
         if o.separators is not None or o.whitespace == "compact":
             seps = o.separators or (",", ":")
             lit = {",": seps[0], ":": seps[1]}.get(text, text)
             return self.term(("p", lit), name, pattern=_rx_literal(lit))
-        ws = f"[ \\t\\n\\r]{{0,{o.max_whitespace}}}"
-        pat = (ws if before else "") + _rx_literal(text) + (ws if after else "")
-        return self.term(("p", pat), name, pattern=pat)
+        lit = self.term(("p", text), name, pattern=_rx_literal(text))
+        if not (before or after):
+            return lit
+        key = ("punct", text, before, after)
+        sym = self._puncts.get(key)
+        if sym is None:
+            sym = self._puncts[key] = self.nt(name.lower())
+            ows = self.optional_ws()
+            self.rule(sym, *((ows,) if before else ()), lit, *((ows,) if after else ()))
+        return sym
+
+    def ws_term(self) -> _Sym:
+        """The whitespace lexeme: 1 to ``max_whitespace`` JSON whitespace characters."""
+        return self.term(("ws",), "WS", pattern=f"[ \\t\\n\\r]{{1,{self.opt.max_whitespace}}}")
+
+    def optional_ws(self) -> _Sym:
+        """``OWS -> <empty> | WS``."""
+        sym = self._puncts.get("ows")
+        if sym is None:
+            sym = self._puncts["ows"] = self.nt("ows")
+            self.rule(sym)
+            self.rule(sym, self.ws_term())
+        return sym
 
     def lit(self, text: str) -> _Sym:
         """An exact token such as ``true``."""
@@ -111,9 +138,17 @@ class SchemaGrammarBuilder:
         return self.term(key, name, builder=build, family=family, priority=priority)
 
     def key_term(self, name: str, family: int, priority: int) -> _Sym:
-        """The quoted key ``name`` (any JSON spelling of it)."""
+        """The quoted key ``name`` in its ``json.dumps`` spellings (``\\uXXXX`` or raw UTF-8 for
+        non-ASCII characters). Other escape spellings of a named key are rejected: never accepted
+        as an unnamed key either, since the unnamed-key lexeme excludes the decoded names."""
         def build(nfa):
-            return json_string_into(nfa, literal_automaton(name))
+            spellings = dict.fromkeys((json.dumps(name), json.dumps(name, ensure_ascii=False)))
+            start, end = nfa.add_state(), nfa.add_state()
+            for text in spellings:
+                frag = literal_into(nfa, text)
+                nfa.eps[start].append(frag.start)
+                nfa.eps[frag.end].append(end)
+            return RegexFragment(start, end, False, False)
 
         return self.term(("k", name), "KEY", builder=build, family=family, priority=priority)
 
@@ -314,7 +349,7 @@ class SchemaGrammarBuilder:
         sym = self.nt("const")
         if isinstance(v, list):
             if not v:
-                self.rule(sym, self.punct("LBRACK", "[", after=True), self.punct("RBRACK", "]", before=True))
+                self.rule(sym, self.punct("LBRACK", "["), self.punct("RBRACK", "]", before=True))
                 return sym
             seq = [self.punct("LBRACK", "[", after=True)]
             for i, item in enumerate(v):
@@ -1032,7 +1067,7 @@ class SchemaGrammarBuilder:
     def empty(self, o: str, c: str) -> tuple[_Sym, ...]:
         if self.opt.indent is not None:
             return (self.term(("p", o + c), "EMPTY", pattern=_rx_literal(o + c)),)
-        return self.punct("OPEN", o, after=True), self.punct("CLOSE", c, before=True)
+        return self.punct("OPEN", o), self.punct("CLOSE", c, before=True)  # one whitespace slot
 
     # -- assembly ---------------------------------------------------------------------------------------
     def build(self, root_sym: _Sym, vocab, source: str):
@@ -1040,11 +1075,7 @@ class SchemaGrammarBuilder:
         start = self.nt("start")
         o = self.opt
         if o.whitespace == "flexible" and o.separators is None and o.indent is None:
-            ws = self.term(("ws",), "WS", pattern=f"[ \\t\\n\\r]{{1,{o.max_whitespace}}}")
-            lead = self.nt("lead")
-            self.rule(lead)
-            self.rule(lead, ws)
-            self.rule(start, lead, root_sym)  # no trailing run: EOS follows the value at once
+            self.rule(start, self.optional_ws(), root_sym)  # no trailing run: EOS follows the value at once
         else:
             self.rule(start, root_sym)
         n_terms = len(self.terms)
