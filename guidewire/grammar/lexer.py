@@ -228,17 +228,21 @@ class ByteDFA:
         """
         n = self.n_states
         trans = self.trans[:n]
+        # bytes with identical columns are interchangeable: refine over one column per byte class
+        _, byte_class = np.unique(trans.T, axis=0, return_index=True)
+        trans = trans[:, byte_class]
         index: dict[tuple[int, int], int] = {}
         label = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
                          dtype=np.int64)
-        n_classes = -1
+        n_classes = len(index)
         while True:
             sig = np.concatenate([label[:, None], label[trans]], axis=1)
-            classes: dict[bytes, int] = {}
-            label = np.array([classes.setdefault(r.tobytes(), len(classes)) for r in sig], dtype=np.int64)
-            if len(classes) == n_classes:
+            _, label = np.unique(sig, axis=0, return_inverse=True)
+            label = label.reshape(-1)
+            count = int(label.max()) + 1
+            if count == n_classes:
                 break
-            n_classes = len(classes)
+            n_classes = count
         first = np.full(n_classes, n, dtype=np.int64)
         np.minimum.at(first, label, np.arange(n))
         return first[label]
