@@ -171,3 +171,30 @@ def test_lazy_lexer_tables(smollm2, monkeypatch):
         check_state(builder, q, tokens)
         q = g.dfa.step(q, b)
     check_state(builder, q, tokens)
+
+
+def test_hub_reuse_matches_slow_walk(smollm2):
+    """Tables that reuse a string hub's table for shared first bytes read every token as the walk does."""
+    from guidewire.grammar import compile_json_schema
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "nickname": {"type": "string"},
+                                               "id": {"type": "string", "format": "uuid"}}}
+    g = compile_json_schema(schema, smollm2)  # additionalProperties: any key string is alive too
+    builder = g._builder
+    reused = []
+    original = builder._reusable_hubs
+
+    def spy(q, row):
+        out = original(q, row)
+        reused.extend(h for h, _ in out)
+        return out
+
+    builder._reusable_hubs = spy
+    rng = np.random.default_rng(0)
+    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefnikmeid-\\ \xc3\xa9', rng, limit=3000)
+    tokens += rng.choice(smollm2.normal_ids, 4000, replace=False).tolist()
+    for prefix in (b'{"', b'{"n', b'{"ni', b'{"nick', b'{"i', b'{"id": "1', b'{"id": "12345678-ab'):
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        assert state is not None
+        check_state(builder, state[1], tokens)
+    assert reused, "no table reused a hub: the fast path went untested"

@@ -22,7 +22,7 @@ from .lexer import DEAD, START, ByteDFA
 from .tokentable import TableBuilder, TokenTable
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
-EAGER_LEXER_STATES = 512   # determinise the lexer up front when it has at most this many states
+EAGER_LEXER_STATES = 2048  # determinise the lexer up front when it has at most this many states
 
 
 class CompiledGrammar:
@@ -41,7 +41,7 @@ class CompiledGrammar:
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._mask_budget = max(1, mask_cache_bytes // (self.words * 4))
         self._zero = np.zeros(self.words, dtype=np.int32)
-        self._builder = TableBuilder(dfa, vocab)
+        self._builder = TableBuilder(dfa, vocab, lookup=self.table)
         self._rep = self._lexer_classes()
 
     def _lexer_classes(self) -> np.ndarray:

@@ -27,6 +27,7 @@ MAX_TRACKED_BOUNDARIES = 2
 SENTINEL = 256          # the byte value that ends every token in the flat layout
 _ROW = SENTINEL + 1     # width of the extended transition table
 MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precomputed run ends
+MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
@@ -221,9 +222,10 @@ class TableBuilder:
     a fully built DFA just never needs to.
     """
 
-    def __init__(self, dfa: ByteDFA, vocab):
+    def __init__(self, dfa: ByteDFA, vocab, lookup=None):
         self.dfa = dfa
         self.vocab = vocab
+        self.lookup = lookup        # optional q -> TokenTable (a cache) for hub reuse
         self.layout = vocab_layout(vocab)
         self._synced = (-1, -1)
         self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot
@@ -232,6 +234,8 @@ class TableBuilder:
         self._alive_index: dict[int, int] = {}
         self.alive_id = np.zeros(0, dtype=np.int64)
         self._alive_values: list[int] = []
+        self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
+        self._first_rows: dict[bytes, np.ndarray] = {}
 
     # cached per-state arrays, refreshed when the DFA grows
     def _sync(self) -> None:
@@ -285,6 +289,25 @@ class TableBuilder:
             hub[s] = slot
         return hub
 
+    def first_byte_row(self, first: np.ndarray) -> np.ndarray:
+        """Bitmask row of the ordinary tokens whose first byte is in the 256-bool set ``first``.
+
+        Read-only and memoised per byte set (the same sets recur across lexer states).
+        """
+        key = np.packbits(first).tobytes()
+        row = self._first_rows.get(key)
+        if row is None:
+            n = int(first.sum())
+            if n <= 8:
+                row = np.bitwise_or.reduce(self.layout.first_rows[first], axis=0)
+            else:
+                lo, hi = self.layout.bucket[:-1][first], self.layout.bucket[1:][first]
+                row = ids_row(self.layout.ids.take(_ranges(lo, hi)), self.layout.words)
+            row.setflags(write=False)
+            if len(self._first_rows) < 4096:
+                self._first_rows[key] = row
+        return row
+
     def _hub(self, slot: int) -> LoopRuns:
         """The loop runs of hub ``slot`` (fetched on first use)."""
         h = self._hubs[slot]
@@ -295,6 +318,13 @@ class TableBuilder:
     # -- the table -----------------------------------------------------------------------------
     def table(self, q: int) -> TokenTable:
         """The token table of lexer state ``q``."""
+        self._busy.add(q)
+        try:
+            return self._table(q)
+        finally:
+            self._busy.discard(q)
+
+    def _table(self, q: int) -> TokenTable:
         dfa, layout = self.dfa, self.layout
         dfa.ensure_rows(np.array([q, START], dtype=np.int32))
         self._sync()
@@ -307,14 +337,75 @@ class TableBuilder:
             kill_first = ~live_first & (dfa.trans[START] != DEAD)
             if kill_first.any():
                 restart_lexeme = e
-                restart_mask = np.bitwise_or.reduce(layout.first_rows[kill_first], axis=0)
+                restart_mask = self.first_byte_row(kill_first)
                 restart_mask.setflags(write=False)
+        reused = self._reusable_hubs(q, row)
+        if reused:
+            row = row.copy()
+            for _h, first in reused:
+                row[first] = DEAD   # these first bytes are answered by the hub's own table
         cand, stays = self._candidates(row)
         state = row.take(layout.first.take(cand))
         ptr = layout.starts.take(cand) + 1
         fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
         groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
+        if reused:
+            groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
         return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask)
+
+    def _reusable_hubs(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Hubs ``h != q`` that read a token's first byte the way ``q`` does.
+
+        A token whose first byte ``b`` takes ``q`` and ``h`` to the same state (for example
+        ``b`` a self-loop byte of ``h`` that ``q`` sends into ``h``, or a UTF-8 lead byte both
+        send to one continuation state) walks from ``q`` exactly as from ``h``, so its group
+        is the one ``h``'s table gives it. Returns ``(h, first-byte selector)`` pairs with
+        disjoint selectors.
+        """
+        if self.lookup is None or not self._hubs:
+            return []
+        out = []
+        live = row != DEAD
+        targets = row[live]
+        for h in _distinct(targets[self.hub.take(targets) >= 0]):
+            if h == q or h in self._busy:
+                continue
+            first = live & (self.dfa.trans[h] == row)
+            if first.sum() >= MIN_REUSED_BYTES:
+                out.append((h, first))
+                live = live & ~first
+        return out
+
+    def _merge_hubs(self, groups, masks, n_tokens, reused):
+        """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
+        layout = self.layout
+        index = {g: i for i, g in enumerate(groups)}
+        groups = list(groups)
+        extra = []
+        for h, first in reused:
+            self._busy.add(h)
+            try:
+                table = self.lookup(h)
+            finally:
+                self._busy.discard(h)
+            sel = self.first_byte_row(first)
+            sub = table.masks & sel
+            counts = _popcounts(sub)
+            n_tokens += int(counts.sum())
+            for k in np.flatnonzero(counts).tolist():
+                g = table.groups[k]
+                i = index.get(g)
+                if i is None:
+                    index[g] = len(groups)
+                    groups.append(g)
+                    extra.append(sub[k][None])
+                elif i < masks.shape[0]:
+                    masks[i] |= sub[k]
+                else:
+                    extra[i - masks.shape[0]] |= sub[k][None]
+        if extra:
+            masks = np.concatenate([masks] + extra)
+        return tuple(groups), masks, n_tokens
 
     def _candidates(self, row: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
         """Tokens to walk from a state with transition ``row`` (their first byte is taken).
@@ -336,7 +427,7 @@ class TableBuilder:
             via = hub_of == slot
             parts.append(h.exits.take(_ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via])))
             for target in _distinct(row[via]):
-                firsts = np.bitwise_or.reduce(layout.first_rows[row == target], axis=0)
+                firsts = self.first_byte_row(row == target)
                 stay = firsts & h.stay_row
                 if stay.any():
                     stays.append((target, stay))
@@ -511,6 +602,13 @@ class TableBuilder:
 def _distinct(values: np.ndarray) -> list[int]:
     """Sorted distinct values of a small array (no ``np.unique``: it imports ``numpy.ma`` lazily)."""
     return sorted(set(values.tolist()))
+
+
+def _popcounts(rows: np.ndarray) -> np.ndarray:
+    """Set bits per row of a 2-D int32 bitmask."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(rows.view(np.uint32)).sum(axis=1, dtype=np.int64)
+    return np.unpackbits(rows.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
 
 
 def _popcount(row: np.ndarray) -> int:
