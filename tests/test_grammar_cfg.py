@@ -331,3 +331,14 @@ def test_lexer_state_classes_match_table_filling(smollm2, terminals):
         assume(False)
     g.dfa.build_all()
     assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))
+
+
+def test_lexer_state_classes_survive_a_hash_collision(smollm2, monkeypatch):
+    """A colliding hash (simulated: every state in one class) is caught and redone exactly."""
+    import guidewire.grammar.lexer as lexer
+
+    g = compile_lark("start: (T0 | T1)+\nT0: /b{1,3}/\nT1: /(a|ba)+c/", smollm2)
+    g.dfa.build_all()
+    expected = _distinguishable_reference(g.dfa)
+    monkeypatch.setattr(lexer, "_refine_hashed", lambda label, trans: (np.zeros_like(label), 1))
+    assert np.array_equal(g.dfa.equivalent_states(), expected)

@@ -232,20 +232,49 @@ class ByteDFA:
         _, byte_class = np.unique(trans.T, axis=0, return_index=True)
         trans = trans[:, byte_class]
         index: dict[tuple[int, int], int] = {}
-        label = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
-                         dtype=np.int64)
-        n_classes = len(index)
-        while True:
-            sig = np.concatenate([label[:, None], label[trans]], axis=1)
-            _, label = np.unique(sig, axis=0, return_inverse=True)
-            label = label.reshape(-1)
-            count = int(label.max()) + 1
-            if count == n_classes:
-                break
-            n_classes = count
+        label0 = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
+                          dtype=np.int64)
+        label0[DEAD] = len(index)  # the dead state is never equivalent to a live one
+        label, n_classes = _refine_hashed(label0, trans)
+        sig = np.concatenate([label0[:, None], label[trans]], axis=1)
+        first = np.full(n_classes, n, dtype=np.int64)
+        np.minimum.at(first, label, np.arange(n))
+        if not np.array_equal(sig, sig[first[label]]):  # a hash collision merged states: go exact
+            label, n_classes = _refine_exact(label0, trans)
         first = np.full(n_classes, n, dtype=np.int64)
         np.minimum.at(first, label, np.arange(n))
         return first[label]
+
+
+def _refine_hashed(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int]:
+    """Moore refinement with 64-bit row hashes (fast; a collision can only merge classes,
+    which the caller detects: the result is then not stable)."""
+    weights = np.random.default_rng(0x5EED).integers(1, 1 << 62, size=trans.shape[1] + 1,
+                                                     dtype=np.int64).astype(np.uint64) | np.uint64(1)
+    n_classes = np.unique(label).size
+    label = label.astype(np.uint64)
+    while True:
+        h = label * weights[0] + (label[trans] * weights[1:]).sum(axis=1, dtype=np.uint64)
+        _, new = np.unique(h, return_inverse=True)
+        new = new.reshape(-1)
+        count = int(new.max()) + 1
+        label = new.astype(np.uint64)
+        if count == n_classes:
+            return new.astype(np.int64), count
+        n_classes = count
+
+
+def _refine_exact(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int]:
+    """Moore refinement on exact signature rows."""
+    n_classes = np.unique(label).size
+    while True:
+        sig = np.concatenate([label[:, None], label[trans]], axis=1)
+        _, label = np.unique(sig, axis=0, return_inverse=True)
+        label = label.reshape(-1)
+        count = int(label.max()) + 1
+        if count == n_classes:
+            return label, count
+        n_classes = count
 
 
 def _reachable(nfa: NFA, start: int) -> set[int]:
