@@ -153,6 +153,30 @@ def test_parallel_jobs_process_every_schema_once(tmp_path):
     assert "more than one job" in (tmp_path / "out" / "report.md").read_text()
 
 
+def test_interrupt_summarises_the_finished_schemas(tmp_path, monkeypatch):
+    """Ctrl-C in a long run keeps and summarises what finished (TBM samples included)."""
+    from guidewire.maskbench import runner
+
+    tests = [{"description": "", "valid": False, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {}, tests) for i in range(6)]
+    record = runner._Run.record
+
+    def record_then_interrupt(self, *args, **kwargs):
+        out = record(self, *args, **kwargs)
+        if len(self.records) == 3:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(runner._Run, "record", record_then_interrupt)
+    summary = run(RunConfig(files=files, out=str(tmp_path / "out"), engines=["fake-accept"],
+                            progress=False, plots=False))
+    assert summary["run"]["interrupted"] is True
+    assert summary["engines"]["fake-accept"]["schemas"] == 3
+    assert summary["engines"]["fake-accept"]["tbm_us"]["count"] > 0
+    assert len(open(tmp_path / "out" / "results.jsonl").readlines()) == 3
+    assert json.load(open(tmp_path / "out" / "summary.json"))["engines"]["fake-accept"]["schemas"] == 3
+
+
 def test_merge_runs_of_different_engines(tmp_path):
     tests = [{"description": "", "valid": True, "data": 1}]
     files = [_write_case(tmp_path, f"Synthesized---{i}.json", {}, tests) for i in range(2)]

@@ -223,6 +223,7 @@ def run(cfg: RunConfig) -> dict:
     ctx = EngineContext(cfg.tokenizer, run_state.bundle.vocab_size, tuple(run_state.bundle.eos_ids))
     pool = _Pool(engines, ctx, cfg)
     started = time.time()
+    interrupted = False
     try:
         versions = pool.start()
         bar = None
@@ -231,15 +232,21 @@ def run(cfg: RunConfig) -> dict:
 
             bar = tqdm(total=len(run_state.files), desc="maskbench", unit="schema", file=sys.stderr)
         with open(os.path.join(cfg.out, "results.jsonl"), "w", encoding="utf-8") as out:
-            _schedule(run_state, pool, out, bar)
+            try:
+                _schedule(run_state, pool, out, bar)
+            except KeyboardInterrupt:  # Ctrl-C: keep what finished, summarise it below
+                interrupted = True
         if bar is not None:
             bar.close()
     finally:
         pool.close()
+    if interrupted:
+        print(f"maskbench: interrupted; summarising the {len(run_state.records)} finished "
+              "engine x schema results", file=sys.stderr)
     info = {"engines": engines, "versions": versions, "tokenizer": cfg.tokenizer,
             "vocab_size": run_state.bundle.vocab_size, "eos_ids": run_state.bundle.eos_ids,
             "files": len(run_state.files), "timeout_s": cfg.timeout, "memory_mb": cfg.memory_mb,
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
-            "wall_s": round(time.time() - started, 1), **cfg.meta}
+            "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}
     return write_outputs(cfg.out, run_state.records, tbm, info, plots=cfg.plots)
