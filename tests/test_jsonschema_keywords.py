@@ -249,3 +249,18 @@ def test_inexpressible_negations_stay_typed(smollm2):
     with pytest.raises(UnsupportedFeatureError, match=r"'oneOf' at #/oneOf/1"):
         compile_json_schema({"oneOf": [{"type": "array"}, {"type": "array", "uniqueItems": True,
                                                              "items": {"type": "string"}}]}, smollm2)
+
+
+def test_checkable_formats_are_enforced_or_refused(smollm2):
+    """json-pointer formats agree with jsonschema's checker; uri-reference refuses "://";
+    formats that are not regular (``regex``) raise in strict mode and are noted in lenient mode."""
+    for fmt, values in {"json-pointer": ["", "/a~0b/c", "/", "a", "/~2", "/x~"],
+                        "relative-json-pointer": ["0", "0#", "1/a", "01/a", "#", "2/~1"]}.items():
+        agree(smollm2, {"type": "string", "format": fmt}, values)
+    g = compile_json_schema({"type": "string", "format": "uri-reference"}, smollm2)
+    assert accepts(g, json.dumps("../a/b?c#d")) and accepts(g, json.dumps("x/y:z"))
+    assert not accepts(g, json.dumps("://")) and not accepts(g, json.dumps("a%zz"))
+    with pytest.raises(UnsupportedFeatureError, match="format"):
+        compile_json_schema({"type": "string", "format": "regex"}, smollm2)
+    g = compile_json_schema({"type": "string", "format": "regex"}, smollm2, lenient=True)
+    assert any("regex" in n for n in g.notes) and accepts(g, json.dumps("*"))

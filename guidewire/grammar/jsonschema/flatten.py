@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 
 from ...core.errors import UnsatisfiableGrammarError, UnsupportedFeatureError
-from .formats import format_regex
+from .formats import UNENFORCEABLE_FORMATS, format_regex
 from .resolve import DRAFT4, LEGACY, SchemaError
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
@@ -206,7 +206,9 @@ class Flattener:
             out.setdefault("x-patterns", []).append((value, True))
         elif key == "format":
             rx = format_regex(value) if isinstance(value, str) else None
-            if rx is None:
+            if value in UNENFORCEABLE_FORMATS:
+                self.unsupported("format", where, f"format {value!r} is not a regular language")
+            elif rx is None:
                 self.notes.append(f"format {value!r} at {where} is an annotation (not enforced)")
             else:
                 out.setdefault("x-patterns", []).append((rx, False))

@@ -1,7 +1,8 @@
 """``format`` as regexes over the decoded string (anchored; ASCII classes written out).
 
-Formats not listed here are annotations in JSON Schema (2019-09 on, and the validators'
-default before): they are recorded on the compiled grammar as not enforced.
+Formats in :data:`UNENFORCEABLE_FORMATS` are asserted by validators but not regular: strict
+mode raises for them. Other formats are annotations in JSON Schema (2019-09 on, and the
+validators' default before): they are recorded on the compiled grammar as not enforced.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def _ipv6() -> str:
 
 _DUR_T = "T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 _DUR_D = "(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
-_URI_CHARS = r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]"
+_URI_CHARS = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+# a relative reference's first segment has no ":" (RFC 3986 path-noscheme)
+_RELATIVE_REF = r"(?:[A-Za-z0-9\-._~\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(?:[/?#]" + _URI_CHARS + "*)?"
+_JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
 
 FORMATS: dict[str, str] = {
     "date-time": f"{_DATE}[Tt]{_PARTIAL_TIME}{_OFFSET}",
@@ -49,9 +53,16 @@ FORMATS: dict[str, str] = {
     "ipv4": _IPV4,
     "ipv6": _ipv6(),
     "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URI_CHARS}*",
-    "uri-reference": rf"{_URI_CHARS}*",
+    "uri-reference": rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URI_CHARS}*|{_RELATIVE_REF}",
+    "json-pointer": _JSON_POINTER,
+    "relative-json-pointer": f"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})",
     "uuid": "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
 }
+
+
+#: formats that validators check but no regular language captures exactly (or only with
+#: tables we do not ship): strict mode refuses them rather than accept what they reject
+UNENFORCEABLE_FORMATS = frozenset({"regex", "iri", "iri-reference", "uri-template", "idn-email", "idn-hostname"})
 
 
 def format_regex(name: str) -> str | None:
