@@ -67,17 +67,6 @@ def any_string_automaton() -> tuple[CharNFA, int, int]:
     return cnfa, s, s
 
 
-def literal_automaton(text: str) -> tuple[CharNFA, int, int]:
-    """Character automaton of one exact string."""
-    cnfa = CharNFA()
-    start = cur = cnfa.add_state()
-    for ch in text:
-        nxt = cnfa.add_state()
-        cnfa.add_chars(cur, nxt, ((ord(ch), ord(ch)),))
-        cur = nxt
-    return cnfa, start, cur
-
-
 def excluding_automaton(names) -> tuple[CharNFA, int, int]:
     """Character automaton of every string *except* the given ones (a trie and its complement)."""
     cnfa = CharNFA()

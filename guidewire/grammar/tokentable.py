@@ -337,8 +337,7 @@ class TableBuilder:
             kill_first = ~live_first & (dfa.trans[START] != DEAD)
             if kill_first.any():
                 restart_lexeme = e
-                restart_mask = self.first_byte_row(kill_first)
-                restart_mask.setflags(write=False)
+                restart_mask = self.first_byte_row(kill_first)  # read-only
         reused = self._reusable_hubs(q, row)
         if reused:
             row = row.copy()
@@ -612,7 +611,7 @@ def _popcounts(rows: np.ndarray) -> np.ndarray:
 
 
 def _popcount(row: np.ndarray) -> int:
-    return int(np.unpackbits(row.view(np.uint8)).sum())
+    return int(_popcounts(row[None])[0])
 
 
 def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
