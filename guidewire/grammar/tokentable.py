@@ -204,7 +204,8 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     member[:256] = loop
     pos = np.arange(flat.size, dtype=np.int32)
     pos[member.take(flat)] = flat.size
-    run_ends = np.minimum.accumulate(pos[::-1])[::-1]
+    # contiguous: ``take`` on the reversed view would copy the whole array on every call
+    run_ends = np.ascontiguousarray(np.minimum.accumulate(pos[::-1])[::-1])
     leaves = run_ends.take(layout.starts + 1) != layout.ends
     exits = np.flatnonzero(leaves)
     exit_bucket = np.searchsorted(exits, layout.bucket)
