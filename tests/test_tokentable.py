@@ -32,6 +32,13 @@ def readings(builder, q):
             assert t not in out, "a token sits in two groups"
             out[t] = (tuple(lexemes), alive)
     assert table.n_tokens == len(out)
+    for h, row in table.inherit:
+        assert builder.hub[h] >= 0 and not builder.table(h).inherit, "inherited from a non-base table"
+        hub = readings(builder, h)
+        for t in np.flatnonzero(bitmask_to_bool(row, vocab.vocab_size)).tolist():
+            assert t not in out, "a token is both grouped and inherited"
+            if t in hub:
+                out[t] = hub[t]
     if table.restart_lexeme >= 0:
         assert q != START
         start = readings(builder, START)
@@ -198,3 +205,39 @@ def test_hub_reuse_matches_slow_walk(smollm2):
         assert state is not None
         check_state(builder, state[1], tokens)
     assert reused, "no table reused a hub: the fast path went untested"
+
+
+def slow_mask_ids(g, s, q):
+    """Allowed ordinary tokens at ``(s, q)`` by stepping each token's bytes (the slow reference)."""
+    return {t for t in g.vocab.normal_ids.tolist() if g.step_bytes(s, q, g.vocab.token_bytes[t]) is not None}
+
+
+def test_inherited_masks_match_step_bytes(smollm2):
+    """Masks of tables that inherit a hub's tokens (first- and second-byte) equal the per-token walk."""
+    from guidewire.core import bitmask_to_ids
+    from guidewire.grammar import compile_json_schema
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "nickname": {"type": "string"},
+                                               "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"enum": ["alpha", "beta"]}}}}
+    patterned = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z0-9 ]*$"},
+                                                  "comment": {"type": "string"},
+                                                  "title": {"type": "string", "pattern": "^[A-Z][a-z]*$"}},
+                 "patternProperties": {"^x-[a-z]+$": {"type": "string", "pattern": "^[a-z]*$"}},
+                 "additionalProperties": {"type": "integer"}}
+    cases = [(schema, (b'{"', b'{"n', b'{"na', b'{"nick', b'{"a', b'{"x', b'{"name": "J', b'{"tags": ["al',
+                       b'{"age": 1, "n')),
+             (patterned, (b'{"c', b'{"co', b'{"com', b'{"x', b'{"x-', b'{"x-ab', b'{"code": "AB',
+                          b'{"x-a": "b', b'{"comment": "x',
+                          b'{"title": "'))]
+    ordinary = set(smollm2.normal_ids.tolist())
+    inherited = 0
+    for spec, prefixes in cases:
+        g = compile_json_schema(spec, smollm2)
+        for prefix in prefixes:
+            s, q = g.step_bytes(g.earley.initial, START, prefix)
+            table = g.table(q)
+            inherited += sum(int(bitmask_to_bool(r, smollm2.vocab_size).sum()) for _h, r in table.inherit)
+            got = set(bitmask_to_ids(g.mask(s, q), smollm2.vocab_size).tolist()) & ordinary
+            assert got == slow_mask_ids(g, s, q), prefix
+    assert inherited > 1000, "no table inherited a hub's tokens: the fast path went untested"

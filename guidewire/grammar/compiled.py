@@ -48,13 +48,15 @@ class CompiledGrammar:
         """Determinise a small lexer eagerly; map each state to its equivalence class's representative.
 
         Equivalent states have the same token tables and masks, so they share them. A lexer
-        too big to build up front stays lazy, and every state is its own class.
+        too big to build up front stays lazy, and every state is its own class. A class
+        that holds a self-loop hub is represented by a hub, so tables that inherit from a
+        hub's table (see :class:`TokenTable`) always find a base table there.
         """
         try:
             self.dfa.build_all(limit=EAGER_LEXER_STATES)
         except LimitExceededError:
             return np.zeros(0, dtype=np.int64)
-        return self.dfa.equivalent_states()
+        return self.dfa.equivalent_states(prefer=self._builder.hub_states())
 
     def _canon(self, q: int) -> int:
         rep = self._rep
@@ -143,6 +145,9 @@ class CompiledGrammar:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
             row = self._zero.copy()
+        for h, inherited in table.inherit:
+            # these tokens read as from hub h (whose table inherits nothing: no cycles)
+            row |= self.mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it
             s1 = scan(s, table.restart_lexeme)

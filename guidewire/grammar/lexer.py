@@ -219,12 +219,14 @@ class ByteDFA:
             self.compute_row(i)
             i += 1
 
-    def equivalent_states(self) -> np.ndarray:
-        """Representative (smallest id) of each state's class of indistinguishable states.
+    def equivalent_states(self, prefer: np.ndarray | None = None) -> np.ndarray:
+        """Representative of each state's class of indistinguishable states.
 
         Two states are equivalent when every byte string drives them through states with
         the same ``emit`` and ``alive`` labels (Moore's partition refinement), so they lex
-        every continuation identically. Call on a fully built DFA (:meth:`build_all`).
+        every continuation identically. The representative is the smallest id in the
+        class, or the smallest id among its ``prefer`` states (a bool per state) when the
+        class has any. Call on a fully built DFA (:meth:`build_all`).
         """
         n = self.n_states
         trans = self.trans[:n]
@@ -243,6 +245,11 @@ class ByteDFA:
             label, n_classes = _refine_exact(label0, trans)
         first = np.full(n_classes, n, dtype=np.int64)
         np.minimum.at(first, label, np.arange(n))
+        if prefer is not None and prefer[:n].any():
+            picked = np.flatnonzero(prefer[:n])
+            best = np.full(n_classes, n, dtype=np.int64)
+            np.minimum.at(best, label[picked], picked)
+            first = np.where(best < n, best, first)
         return first[label]
 
 

@@ -28,9 +28,14 @@ SENTINEL = 256          # the byte value that ends every token in the flat layou
 _ROW = SENTINEL + 1     # width of the extended transition table
 MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precomputed run ends
 MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
+MIN_INHERITED_TOKENS = 32  # inherit at least this many second-byte tokens from a hub
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
+_FIRST_KEY = "tokentable.first_rows"
+_ORDINARY_KEY = "tokentable.ordinary_row"
+FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
+FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
 LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
 DENSE_KEY_SPACE = 1 << 16   # group keys below this are made dense with a lookup table, not a sort
 
@@ -43,9 +48,13 @@ class TokenTable:
     tokens. Tokens in ``restart_mask`` (an int32 row, or None) are those whose first byte
     ends the lexeme of ``state``: each reads as ``restart_lexeme`` followed by its own walk
     from ``START``. ``restart_lexeme`` is -1 when there are no such tokens (the state is
-    not accepting, or it is ``START``). Every ordinary token that can be lexed from
-    ``state`` is in exactly one group or in the restart row (which may also hold tokens
-    that then fail from ``START``: the START mask leaves those out).
+    not accepting, or it is ``START``). ``inherit`` holds ``(hub, row)`` pairs: the tokens
+    in ``row`` read from ``state`` exactly as from lexer state ``hub`` (their walks meet
+    in ``hub`` before any lexeme ends), so they are allowed iff ``hub``'s mask allows them
+    under the same parser state; ``hub`` is a self-loop hub whose own table inherits
+    nothing, and the tables of hubs and of ``START`` never inherit. Every ordinary token that can be lexed from ``state`` is in exactly one group,
+    one inherited row or the restart row (which may also hold tokens that then fail from
+    ``START``: the START mask leaves those out). ``n_tokens`` counts the grouped tokens.
     """
 
     state: int
@@ -54,6 +63,7 @@ class TokenTable:
     n_tokens: int
     restart_lexeme: int = -1
     restart_mask: np.ndarray | None = None
+    inherit: tuple[tuple[int, np.ndarray], ...] = ()
 
 
 def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
@@ -215,6 +225,43 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     return LoopRuns(run_ends, exits, exit_bucket, stay_row)
 
 
+def first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
+    """Bitmask row of the ordinary tokens of ``vocab`` whose first byte is in the 256-bool set ``first``.
+
+    Read-only and memoised per vocabulary (the same byte sets recur across lexer states
+    and grammars). A set is built from its smaller side: the union of its first-byte rows,
+    or all ordinary tokens minus the rows of the bytes it leaves out.
+    """
+    cache: OrderedDict = vocab._cache.setdefault(_FIRST_KEY, OrderedDict())
+    key = np.packbits(first).tobytes()
+    row = cache.get(key)
+    if row is not None:
+        cache.move_to_end(key)
+        return row
+    layout = vocab_layout(vocab)
+    n = int(first.sum())
+    if n <= FIRST_ROW_UNION:
+        row = np.bitwise_or.reduce(layout.first_rows[first], axis=0)
+    elif 256 - n <= FIRST_ROW_UNION:
+        row = _ordinary_row(vocab, layout) & ~np.bitwise_or.reduce(layout.first_rows[~first], axis=0)
+    else:
+        lo, hi = layout.bucket[:-1][first], layout.bucket[1:][first]
+        row = ids_row(layout.ids.take(_ranges(lo, hi)), layout.words)
+    row.setflags(write=False)
+    cache[key] = row
+    if len(cache) * row.nbytes > FIRST_ROW_CACHE_BYTES:
+        cache.popitem(last=False)
+    return row
+
+
+def _ordinary_row(vocab, layout: VocabLayout) -> np.ndarray:
+    row = vocab._cache.get(_ORDINARY_KEY)
+    if row is None:
+        row = vocab._cache[_ORDINARY_KEY] = ids_row(layout.ids, layout.words)
+        row.setflags(write=False)
+    return row
+
+
 # -- per-grammar builder ---------------------------------------------------------------------------
 class TableBuilder:
     """Builds :class:`TokenTable` s for one lexer DFA and vocabulary (caches per-DFA arrays).
@@ -236,7 +283,6 @@ class TableBuilder:
         self.alive_id = np.zeros(0, dtype=np.int64)
         self._alive_values: list[int] = []
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
-        self._first_rows: dict[bytes, np.ndarray] = {}
 
     # cached per-state arrays, refreshed when the DFA grows
     def _sync(self) -> None:
@@ -290,24 +336,17 @@ class TableBuilder:
             hub[s] = slot
         return hub
 
+    def hub_states(self) -> np.ndarray:
+        """A bool per lexer state built so far: whether it is a self-loop hub."""
+        self._sync()
+        return self.hub >= 0
+
     def first_byte_row(self, first: np.ndarray) -> np.ndarray:
         """Bitmask row of the ordinary tokens whose first byte is in the 256-bool set ``first``.
 
-        Read-only and memoised per byte set (the same sets recur across lexer states).
+        Read-only; see :func:`first_byte_row`.
         """
-        key = np.packbits(first).tobytes()
-        row = self._first_rows.get(key)
-        if row is None:
-            n = int(first.sum())
-            if n <= 8:
-                row = np.bitwise_or.reduce(self.layout.first_rows[first], axis=0)
-            else:
-                lo, hi = self.layout.bucket[:-1][first], self.layout.bucket[1:][first]
-                row = ids_row(self.layout.ids.take(_ranges(lo, hi)), self.layout.words)
-            row.setflags(write=False)
-            if len(self._first_rows) < 4096:
-                self._first_rows[key] = row
-        return row
+        return first_byte_row(self.vocab, first)
 
     def _hub(self, slot: int) -> LoopRuns:
         """The loop runs of hub ``slot`` (fetched on first use)."""
@@ -339,6 +378,9 @@ class TableBuilder:
             if kill_first.any():
                 restart_lexeme = e
                 restart_mask = self.first_byte_row(kill_first)  # read-only
+        # hubs and START hold their tokens themselves: a hub's table is a base for others,
+        # and START must not inherit (a hub's restart row leads back to START)
+        base = q == START or bool(self.hub[q] >= 0)
         reused = self._reusable_hubs(q, row)
         if reused:
             row = row.copy()
@@ -347,11 +389,63 @@ class TableBuilder:
         cand, stays = self._candidates(row)
         state = row.take(layout.first.take(cand))
         ptr = layout.starts.take(cand) + 1
+        inherit: dict[int, np.ndarray] = {}
+        if not base and self.lookup is not None:
+            cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr)
         fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
         groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
-        if reused:
+        if reused and base:
             groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
-        return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask)
+        else:
+            for h, first in reused:
+                fb = self.first_byte_row(first)
+                inherit[h] = inherit[h] | fb if h in inherit else fb
+        for r in inherit.values():
+            r.setflags(write=False)
+        return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask,
+                          tuple(sorted(inherit.items())))
+
+    def _second_byte_hubs(self, cand, state, ptr):
+        """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
+
+        If a token's first two bytes take this state to hub ``h`` and also take ``h`` back
+        to ``h`` (no lexeme ends on either walk), the two walks coincide from then on, so
+        the token reads as from ``h``. Such tokens (for example every word that leaves a
+        property-name trie for the generic key string after one letter) are inherited from
+        ``h``'s table instead of walked. Returns the remaining ``(cand, state, ptr)`` and
+        ``{h: row}`` of inherited tokens.
+        """
+        layout, dfa = self.layout, self.dfa
+        if not cand.size or not self._hubs:
+            return cand, state, ptr, {}
+        if self._rows is None and not dfa.row_done.take(state).all():
+            dfa.ensure_rows(state)
+            self._sync()
+        second = layout.flat.take(ptr)
+        nxt = self.trans.take(state * _ROW + second)
+        slot = self.hub.take(np.maximum(nxt, 0))
+        slot[nxt <= DEAD] = -1
+        hit = np.flatnonzero(slot >= 0)
+        if hit.size < MIN_INHERITED_TOKENS:
+            return cand, state, ptr, {}
+        first = layout.first.take(cand.take(hit))
+        second = second.take(hit)
+        lands = nxt.take(hit)
+        # the hub's own walk over the same two bytes (rows not built yet read as DEAD: no match)
+        via = self.trans.take(lands * _ROW + first)
+        back = self.trans.take(np.maximum(via, 0) * _ROW + second)
+        meet = (via > DEAD) & (back == lands)
+        take = np.zeros(cand.size, dtype=bool)
+        out: dict[int, np.ndarray] = {}
+        for h in _distinct(lands[meet]):
+            sel = hit[meet & (lands == h)]
+            if sel.size >= MIN_INHERITED_TOKENS:
+                take[sel] = True
+                out[h] = _row_of(layout.ids.take(cand.take(sel)), layout.words)
+        if not out:
+            return cand, state, ptr, {}
+        keep = ~take
+        return cand[keep], state[keep], ptr[keep], out
 
     def _reusable_hubs(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Hubs ``h != q`` that read a token's first byte the way ``q`` does.
