@@ -33,7 +33,7 @@ def readings(builder, q):
             out[t] = (tuple(lexemes), alive)
     assert table.n_tokens == len(out)
     for h, row in table.inherit:
-        assert builder.hub[h] >= 0 and not builder.table(h).inherit, "inherited from a non-base table"
+        assert (h == START or builder.hub[h] >= 0) and not builder.table(h).inherit, "inherited from a non-base table"
         hub = readings(builder, h)
         for t in np.flatnonzero(bitmask_to_bool(row, vocab.vocab_size)).tolist():
             assert t not in out, "a token is both grouped and inherited"
@@ -213,7 +213,8 @@ def slow_mask_ids(g, s, q):
 
 
 def test_inherited_masks_match_step_bytes(smollm2):
-    """Masks of tables that inherit a hub's tokens (first- and second-byte) equal the per-token walk."""
+    """Masks of tables that inherit tokens (from a hub: first- and second-byte meets; from START:
+    whitespace counters) equal the per-token walk."""
     from guidewire.core import bitmask_to_ids
     from guidewire.grammar import compile_json_schema
 
@@ -226,18 +227,23 @@ def test_inherited_masks_match_step_bytes(smollm2):
                  "patternProperties": {"^x-[a-z]+$": {"type": "string", "pattern": "^[a-z]*$"}},
                  "additionalProperties": {"type": "integer"}}
     cases = [(schema, (b'{"', b'{"n', b'{"na', b'{"nick', b'{"a', b'{"x', b'{"name": "J', b'{"tags": ["al',
-                       b'{"age": 1, "n')),
+                       b'{"age": 1, "n', b'{"age": ', b'{"age":   ', b'{"age": 1 ',
+                       b'{"age":' + b' ' * 22, b'{"age":' + b' ' * 23)),
              (patterned, (b'{"c', b'{"co', b'{"com', b'{"x', b'{"x-', b'{"x-ab', b'{"code": "AB',
                           b'{"x-a": "b', b'{"comment": "x',
                           b'{"title": "'))]
     ordinary = set(smollm2.normal_ids.tolist())
     inherited = 0
+    from_start = 0
     for spec, prefixes in cases:
         g = compile_json_schema(spec, smollm2)
         for prefix in prefixes:
             s, q = g.step_bytes(g.earley.initial, START, prefix)
             table = g.table(q)
             inherited += sum(int(bitmask_to_bool(r, smollm2.vocab_size).sum()) for _h, r in table.inherit)
+            from_start += sum(int(bitmask_to_bool(r, smollm2.vocab_size).sum()) for h, r in table.inherit
+                              if h == START)
             got = set(bitmask_to_ids(g.mask(s, q), smollm2.vocab_size).tolist()) & ordinary
             assert got == slow_mask_ids(g, s, q), prefix
     assert inherited > 1000, "no table inherited a hub's tokens: the fast path went untested"
+    assert from_start > 1000, "no whitespace state inherited START's tokens: the fast path went untested"

@@ -49,14 +49,16 @@ class CompiledGrammar:
 
         Equivalent states have the same token tables and masks, so they share them. A lexer
         too big to build up front stays lazy, and every state is its own class. A class
-        that holds a self-loop hub is represented by a hub, so tables that inherit from a
-        hub's table (see :class:`TokenTable`) always find a base table there.
+        that holds START or a self-loop hub is represented by it, so tables that inherit from
+        one (see :class:`TokenTable`) always find a base table there.
         """
         try:
             self.dfa.build_all(limit=EAGER_LEXER_STATES)
         except LimitExceededError:
             return np.zeros(0, dtype=np.int64)
-        return self.dfa.equivalent_states(prefer=self._builder.hub_states())
+        prefer = self._builder.hub_states().copy()
+        prefer[START] = True   # START's class is represented by START (its table is a base too)
+        return self.dfa.equivalent_states(prefer=prefer)
 
     def _canon(self, q: int) -> int:
         rep = self._rep
@@ -146,7 +148,7 @@ class CompiledGrammar:
         else:
             row = self._zero.copy()
         for h, inherited in table.inherit:
-            # these tokens read as from hub h (whose table inherits nothing: no cycles)
+            # these tokens read as from h (START or a hub, whose tables inherit nothing)
             row |= self.mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it

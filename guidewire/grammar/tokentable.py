@@ -28,7 +28,8 @@ SENTINEL = 256          # the byte value that ends every token in the flat layou
 _ROW = SENTINEL + 1     # width of the extended transition table
 MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precomputed run ends
 MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
-MIN_INHERITED_TOKENS = 32  # inherit at least this many second-byte tokens from a hub
+MIN_INHERITED_TOKENS = 32  # inherit at least this many tokens from a hub or from START
+MEET_STEPS = 6             # bytes a walk is compared with the walk from START (see _start_meets)
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
@@ -51,8 +52,8 @@ class TokenTable:
     not accepting, or it is ``START``). ``inherit`` holds ``(hub, row)`` pairs: the tokens
     in ``row`` read from ``state`` exactly as from lexer state ``hub`` (their walks meet
     in ``hub`` before any lexeme ends), so they are allowed iff ``hub``'s mask allows them
-    under the same parser state; ``hub`` is a self-loop hub whose own table inherits
-    nothing, and the tables of hubs and of ``START`` never inherit. Every ordinary token that can be lexed from ``state`` is in exactly one group,
+    under the same parser state; ``hub`` is ``START`` or a self-loop hub, and the tables
+    of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be lexed from ``state`` is in exactly one group,
     one inherited row or the restart row (which may also hold tokens that then fail from
     ``START``: the START mask leaves those out). ``n_tokens`` counts the grouped tokens.
     """
@@ -94,7 +95,8 @@ class VocabLayout:
     Tokens are ordered by first byte (then id): token ``i`` has id ``ids[i]`` and first
     byte ``first[i]``; the tokens starting with byte ``b`` are ``bucket[b]:bucket[b+1]``.
     ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
-    starts at ``starts[i]`` and its sentinel sits at ``ends[i]``. ``first_rows[b]`` is the
+    starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
+    second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
     bitmask row of the tokens starting with ``b``.
     """
 
@@ -106,6 +108,7 @@ class VocabLayout:
     flat: np.ndarray
     first_rows: np.ndarray
     words: int
+    second: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -131,9 +134,10 @@ def _build_layout(vocab) -> VocabLayout:
     bucket = np.searchsorted(first, np.arange(257))
     words = bitmask_words(vocab.vocab_size)
     first_rows = rows_by_group(first, ids, 256, words)
-    for arr in (ids, first, bucket, starts, ends, flat, first_rows):
+    second = flat[starts + 1]
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
         arr.setflags(write=False)
-    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words)
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second)
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
@@ -280,35 +284,51 @@ class TableBuilder:
         self._hub_loops: list[np.ndarray] = []
         self._hubs: list[LoopRuns | None] = []
         self._alive_index: dict[int, int] = {}
-        self.alive_id = np.zeros(0, dtype=np.int64)
         self._alive_values: list[int] = []
+        # per-state arrays with spare capacity (see _sync): extended transitions (flat),
+        # emitted terminal set, alive-set id, hub slot, and whether the row was copied
+        self._cap = self._n = 0
+        self._ext = np.zeros((0, _ROW), dtype=np.int64)
+        self.trans = self._ext.reshape(-1)
+        self.emit = self.alive_id = self.hub = np.zeros(0, dtype=np.int64)
+        self._copied = np.zeros(0, dtype=bool)
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
 
-    # cached per-state arrays, refreshed when the DFA grows
+    # cached per-state arrays, refreshed incrementally when the DFA grows
     def _sync(self) -> None:
+        """Bring the per-state arrays up to date with the (possibly lazily growing) DFA.
+
+        Work is proportional to the states and rows added since the last call: the
+        extended transition table keeps spare capacity, and only rows that became
+        complete are copied and checked for self-loops.
+        """
         dfa = self.dfa
         n = dfa.n_states
-        key = (n, int(dfa.row_done[:n].sum()))
+        done = dfa.row_done[:n]
+        key = (n, int(np.count_nonzero(done)))
         if key == self._synced:
             return
-        self.emit = np.asarray(dfa.emit, dtype=np.int64)
-        ext = np.empty((n, _ROW), dtype=np.int64)
-        ext[:, :256] = dfa.trans[:n]
-        ext[:, SENTINEL] = -1 - np.arange(n)   # the end of a token: "finished in state s"
-        self.trans = ext.ravel()
-        old = self.alive_id
-        alive_id = np.full(n, -1, dtype=np.int64)
-        alive_id[:old.size] = old
-        for s in range(old.size, n):
-            bits = dfa.alive[s]
-            if bits:
-                i = self._alive_index.get(bits)
-                if i is None:
-                    i = self._alive_index[bits] = len(self._alive_values)
-                    self._alive_values.append(bits)
-                alive_id[s] = i
-        self.alive_id = alive_id
-        self.hub = self._find_hubs(n)
+        if n > self._cap:
+            self._grow(max(n, 2 * self._cap, 64))
+        old = self._n
+        if n > old:
+            self.emit[old:n] = dfa.emit[old:n]
+            alive_id = self.alive_id
+            for st in range(old, n):
+                bits = dfa.alive[st]
+                if bits:
+                    i = self._alive_index.get(bits)
+                    if i is None:
+                        i = self._alive_index[bits] = len(self._alive_values)
+                        self._alive_values.append(bits)
+                    alive_id[st] = i
+            self._n = n
+        fresh = np.flatnonzero(done & ~self._copied[:n])
+        if fresh.size:
+            rows = dfa.trans[fresh]
+            self._ext[fresh, :256] = rows
+            self._copied[fresh] = True
+            self._add_hubs(fresh, rows)
         # plain lists for the byte-by-byte walks (fast indexing), once every row is built;
         # then the hubs are final too: fetch their loop runs now, not in some later step
         self._rows = dfa.trans[:n].tolist() if key[1] == n else None
@@ -317,15 +337,27 @@ class TableBuilder:
                 self._hub(slot)
         self._synced = key
 
-    def _find_hubs(self, n: int) -> np.ndarray:
-        """Per state: its hub slot (-1 if it is not a self-loop hub). Hub data is fetched lazily."""
-        dfa = self.dfa
-        hub = np.full(n, -1, dtype=np.int64)
-        done = np.flatnonzero(dfa.row_done[:n])
-        loops = dfa.trans[done] == done[:, None]
+    def _grow(self, cap: int) -> None:
+        """Reallocate the per-state arrays with room for ``cap`` states."""
+        old = self._cap
+        ext = np.zeros((cap, _ROW), dtype=np.int64)     # rows not built yet read as DEAD
+        ext[:old] = self._ext[:old]
+        ext[:, SENTINEL] = -1 - np.arange(cap)          # the end of a token: "finished in state s"
+        self._ext = ext
+        self.trans = ext.reshape(-1)
+        for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
+                                  ("hub", -1, np.int64), ("_copied", False, bool)):
+            arr = np.full(cap, fill, dtype=dtype)
+            arr[:old] = getattr(self, name)[:old]
+            setattr(self, name, arr)
+        self._cap = cap
+
+    def _add_hubs(self, states: np.ndarray, rows: np.ndarray) -> None:
+        """Record which of ``states`` (rows just completed) are self-loop hubs; hub data is fetched lazily."""
+        loops = rows == states[:, None]
         for k in np.flatnonzero(loops.sum(axis=1) >= MIN_LOOP_BYTES).tolist():
-            s = int(done[k])
-            if s == DEAD:
+            st = int(states[k])
+            if st == DEAD:
                 continue
             key = np.packbits(loops[k]).tobytes()
             slot = self._hub_index.get(key)
@@ -333,13 +365,12 @@ class TableBuilder:
                 slot = self._hub_index[key] = len(self._hubs)
                 self._hub_loops.append(loops[k])
                 self._hubs.append(None)
-            hub[s] = slot
-        return hub
+            self.hub[st] = slot
 
     def hub_states(self) -> np.ndarray:
         """A bool per lexer state built so far: whether it is a self-loop hub."""
         self._sync()
-        return self.hub >= 0
+        return self.hub[:self.dfa.n_states] >= 0
 
     def first_byte_row(self, first: np.ndarray) -> np.ndarray:
         """Bitmask row of the ordinary tokens whose first byte is in the 256-bool set ``first``.
@@ -367,6 +398,8 @@ class TableBuilder:
     def _table(self, q: int) -> TokenTable:
         dfa, layout = self.dfa, self.layout
         dfa.ensure_rows(np.array([q, START], dtype=np.int32))
+        # and the rows one byte on, so a lazily built lexer knows which of them are hubs
+        dfa.ensure_rows(np.concatenate([dfa.trans[q], dfa.trans[START]]))
         self._sync()
         row = dfa.trans[q].astype(np.int64)
         live_first = row != DEAD
@@ -392,6 +425,9 @@ class TableBuilder:
         inherit: dict[int, np.ndarray] = {}
         if not base and self.lookup is not None:
             cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr)
+            cand, state, ptr, from_start = self._start_meets(cand, state, ptr)
+            if from_start is not None:
+                inherit[START] = from_start
         fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
         groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
         if reused and base:
@@ -421,7 +457,7 @@ class TableBuilder:
         if self._rows is None and not dfa.row_done.take(state).all():
             dfa.ensure_rows(state)
             self._sync()
-        second = layout.flat.take(ptr)
+        second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)
         slot = self.hub.take(np.maximum(nxt, 0))
         slot[nxt <= DEAD] = -1
@@ -431,8 +467,11 @@ class TableBuilder:
         first = layout.first.take(cand.take(hit))
         second = second.take(hit)
         lands = nxt.take(hit)
-        # the hub's own walk over the same two bytes (rows not built yet read as DEAD: no match)
+        # the hub's own walk over the same two bytes
         via = self.trans.take(lands * _ROW + first)
+        if self._rows is None and not dfa.row_done.take(via).all():
+            dfa.ensure_rows(via)
+            self._sync()
         back = self.trans.take(np.maximum(via, 0) * _ROW + second)
         meet = (via > DEAD) & (back == lands)
         take = np.zeros(cand.size, dtype=bool)
@@ -446,6 +485,79 @@ class TableBuilder:
             return cand, state, ptr, {}
         keep = ~take
         return cand[keep], state[keep], ptr[keep], out
+
+    def _start_meets(self, cand, state, ptr):
+        """Split off the candidates that read from here exactly as from ``START``.
+
+        The walk from here and the walk from ``START`` run in lockstep for at most
+        :data:`MEET_STEPS` bytes; a token reads the same both ways when, before either
+        walk ends a lexeme, they reach the same state, or both end their lexemes at the
+        same byte with the same terminal set (both restart at ``START`` from there), or
+        the token ends with the same terminals alive on both. The typical case is a
+        whitespace-counter state, whose tokens (``" foo"``: a space, then a new lexeme) read
+        as from ``START`` while the run stays under the bound. Returns the remaining
+        ``(cand, state, ptr)`` and the row of tokens inherited from ``START`` (or None).
+        """
+        layout, dfa = self.layout, self.dfa
+        if cand.size < MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        first = layout.first.take(cand)
+        # the first two bytes, decided once per byte pair: both walks are functions of them
+        lead = np.zeros(256, dtype=bool)
+        lead[first] = True
+        bs = np.flatnonzero(lead)
+        a1 = np.full(256, DEAD, dtype=np.int64)
+        a1[first] = state                       # this state's walk after the first byte
+        a1 = a1[bs]
+        z1 = self.trans.take(START * _ROW + bs)
+        ok1 = (z1 > DEAD) & (self.alive_id.take(a1) == self.alive_id.take(np.maximum(z1, 0)))
+        if not ok1.any():
+            return cand, state, ptr, None
+        outcome = np.zeros((256, _ROW), dtype=np.int8)   # 0: differ, 1: same reading, 2: undecided
+        a1, z1, bs = a1[ok1], z1[ok1], bs[ok1]
+        cs = np.arange(_ROW)
+        na = self.trans.take(a1[:, None] * _ROW + cs)
+        nz = self.trans.take(z1[:, None] * _ROW + cs)
+        e = self.emit.take(a1)[:, None]
+        ended = (cs == SENTINEL) & (self.alive_id.take(a1) == self.alive_id.take(z1))[:, None]
+        killed = (na == DEAD) & (nz == DEAD) & (e >= 0) & (e == self.emit.take(z1)[:, None])
+        met = (a1 == z1)[:, None] | ended | killed
+        outcome[bs] = np.where(met, 1, np.where((na > DEAD) & (nz > DEAD), 2, 0))
+        second = layout.second.take(cand)          # ptr is still at every token's second byte
+        verdict = outcome.take(first * _ROW + second)
+        if np.count_nonzero(verdict) < MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        same = verdict == 1
+        idx = np.flatnonzero(verdict == 2)
+        if idx.size:  # longer shared prefixes (runs of whitespace): follow both walks per token
+            b, c = first.take(idx), second.take(idx)
+            sa, sz = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
+            sa[bs], sz[bs] = a1, z1
+            a = self.trans.take(sa.take(b) * _ROW + c)
+            z = self.trans.take(sz.take(b) * _ROW + c)
+            p = ptr.take(idx) + 1
+        for _ in range(MEET_STEPS - 2):
+            if not idx.size:
+                break
+            if self._rows is None and not dfa.row_done.take(np.concatenate([a, z])).all():
+                dfa.ensure_rows(np.concatenate([a, z]))
+                self._sync()
+            c = layout.flat.take(p)
+            na = self.trans.take(a * _ROW + c)
+            nz = self.trans.take(z * _ROW + c)
+            ended = (c == SENTINEL) & (self.alive_id.take(a) == self.alive_id.take(z))
+            e = self.emit.take(a)
+            killed = (na == DEAD) & (nz == DEAD) & (e >= 0) & (e == self.emit.take(z))
+            done = (a == z) | ended | killed
+            same[idx[done]] = True
+            go = ~done & (na > DEAD) & (nz > DEAD)
+            idx, a, z, p = idx[go], na[go], nz[go], p[go] + 1
+        hit = np.flatnonzero(same)
+        if hit.size < MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        row = _row_of(layout.ids.take(cand.take(hit)), layout.words)
+        keep = ~same
+        return cand[keep], state[keep], ptr[keep], row
 
     def _reusable_hubs(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Hubs ``h != q`` that read a token's first byte the way ``q`` does.
