@@ -193,23 +193,33 @@ class LoopRuns:
         return self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
 
 
+def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
+    """Per-vocabulary LRU memo keyed by a 256-bool byte set, bounded by ``budget`` bytes.
+
+    ``build(vocab, byte_set)`` makes a missing value; ``nbytes(value)`` is its size.
+    """
+    cache: OrderedDict = vocab._cache.setdefault(name, OrderedDict())
+    key = np.packbits(byte_set).tobytes()
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+        return value
+    value = cache[key] = build(vocab, byte_set)
+    total = vocab._cache.get(name + ".bytes", 0) + nbytes(value)   # running total
+    while len(cache) > 1 and total > budget:
+        total -= nbytes(cache.popitem(last=False)[1])
+    vocab._cache[name + ".bytes"] = total
+    return value
+
+
 def loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
     """The :class:`LoopRuns` of ``vocab`` for the 256-bool byte set ``loop``.
 
     A tokenizer-level index (it depends on the vocabulary and a byte set only), kept in a
     small per-vocabulary LRU cache bounded by :data:`LOOP_CACHE_BYTES`.
     """
-    cache: OrderedDict = vocab._cache.setdefault(_LOOPS_KEY, OrderedDict())
-    key = np.packbits(loop).tobytes()
-    runs = cache.get(key)
-    if runs is not None:
-        cache.move_to_end(key)
-        return runs
-    runs = cache[key] = _loop_runs(vocab_layout(vocab), loop)
-    total = sum(r.nbytes for r in cache.values())
-    while len(cache) > 1 and total > LOOP_CACHE_BYTES:
-        total -= cache.popitem(last=False)[1].nbytes
-    return runs
+    return _byte_set_cached(vocab, _LOOPS_KEY, loop, lambda v, b: _loop_runs(vocab_layout(v), b),
+                            lambda r: r.nbytes, LOOP_CACHE_BYTES)
 
 
 def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
@@ -236,12 +246,11 @@ def first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
     and grammars). A set is built from its smaller side: the union of its first-byte rows,
     or all ordinary tokens minus the rows of the bytes it leaves out.
     """
-    cache: OrderedDict = vocab._cache.setdefault(_FIRST_KEY, OrderedDict())
-    key = np.packbits(first).tobytes()
-    row = cache.get(key)
-    if row is not None:
-        cache.move_to_end(key)
-        return row
+    return _byte_set_cached(vocab, _FIRST_KEY, first, _first_byte_row, lambda r: r.nbytes,
+                            FIRST_ROW_CACHE_BYTES)
+
+
+def _first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
     layout = vocab_layout(vocab)
     n = int(first.sum())
     if n <= FIRST_ROW_UNION:
@@ -252,9 +261,6 @@ def first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
         lo, hi = layout.bucket[:-1][first], layout.bucket[1:][first]
         row = ids_row(layout.ids.take(_ranges(lo, hi)), layout.words)
     row.setflags(write=False)
-    cache[key] = row
-    if len(cache) * row.nbytes > FIRST_ROW_CACHE_BYTES:
-        cache.popitem(last=False)
     return row
 
 
