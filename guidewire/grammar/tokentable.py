@@ -53,8 +53,8 @@ class TokenTable:
     in ``row`` read from ``state`` exactly as from lexer state ``hub`` (their walks meet
     in ``hub`` before any lexeme ends), so they are allowed iff ``hub``'s mask allows them
     under the same parser state; ``hub`` is ``START`` or a self-loop hub, and the tables
-    of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be lexed from ``state`` is in exactly one group,
-    one inherited row or the restart row (which may also hold tokens that then fail from
+    of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be
+    lexed from ``state`` is in exactly one group, one inherited row or the restart row (which may also hold tokens that then fail from
     ``START``: the START mask leaves those out). ``n_tokens`` counts the grouped tokens.
     """
 
