@@ -24,6 +24,7 @@ from .regex import NFA
 
 DEAD = 0
 START = 1
+SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class ByteDFA:
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)
         self._closure_cache: dict[frozenset[int], int] = {}
+        self._target_cache: dict[tuple[int, ...], int] = {}   # sorted target tuple -> state
+        self._edge_table: tuple[np.ndarray, ...] | None = None
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
@@ -162,12 +165,23 @@ class ByteDFA:
                 tid = self.accept_of.get(s)
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
-        # sweep over the byte ranges of all edges: each elementary range has one target set
+        movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)]
+        if sum(len(edges[x]) for x in movers) > SWEEP_EDGES:
+            row = self._sweep_numpy(movers)
+        else:
+            row = self._sweep(movers)
+        self.trans[sid] = row
+        self.row_done[sid] = True
+
+    def _sweep(self, movers: list[int]) -> np.ndarray:
+        """The row of the NFA states ``movers``: a sweep over the byte ranges of their edges.
+
+        Each elementary byte range has one set of targets; its DFA state is the closure.
+        """
+        edges = self.nfa.edges
         opens: dict[int, list[int]] = {}
         closes: dict[int, list[int]] = {}
-        for s in nfa_set:
-            if stop and int(owner[s]) in stop:
-                continue
+        for s in movers:
             for lo, hi, t in edges[s]:
                 opens.setdefault(lo, []).append(t)
                 closes.setdefault(hi + 1, []).append(t)
@@ -189,8 +203,51 @@ class ByteDFA:
                 if nid is None:
                     nid = cache[key] = self._intern(self._closure(key))
                 row[p:points[i + 1]] = nid
-        self.trans[sid] = row
-        self.row_done[sid] = True
+        return row
+
+    def _edges_np(self) -> tuple[np.ndarray, ...]:
+        """All NFA edges as arrays: per-state offsets, range starts, range ends (exclusive), targets."""
+        if self._edge_table is None:
+            edges = self.nfa.edges
+            counts = np.fromiter((len(e) for e in edges), dtype=np.int64, count=len(edges))
+            flat = np.array([x for e in edges for x in e], dtype=np.int64).reshape(-1, 3)
+            offsets = np.zeros(len(edges) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            self._edge_table = (offsets, flat[:, 0].copy(), flat[:, 1] + 1, flat[:, 2].copy())
+        return self._edge_table
+
+    def _sweep_numpy(self, movers: list[int]) -> np.ndarray:
+        """:meth:`_sweep` vectorised, for NFA state sets with many edges (large character classes).
+
+        Produces the same row and interns new states in the same order (ascending byte
+        ranges), so the DFA is identical whichever sweep builds it.
+        """
+        offsets, lo, end, dst = self._edges_np()
+        states = np.fromiter(movers, dtype=np.int64, count=len(movers))
+        idx = concat_ranges(offsets.take(states), offsets.take(states + 1))
+        lo, end, dst = lo.take(idx), end.take(idx), dst.take(idx)
+        points = np.sort(np.concatenate((lo, end)))
+        points = points[np.concatenate(([True], points[1:] != points[:-1]))]
+        first = np.searchsorted(points, lo)
+        last = np.searchsorted(points, end)
+        # one (elementary range, target) pair per range an edge covers; sorted and deduplicated
+        span = np.int64(len(self.nfa.edges) + 1)
+        keys = np.sort(concat_ranges(first, last) * span + np.repeat(dst, last - first))
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+        ranges, targets = np.divmod(keys, span)
+        heads = np.flatnonzero(np.concatenate(([True], ranges[1:] != ranges[:-1])))
+        bounds = np.append(heads, keys.size).tolist()
+        row = np.zeros(256, dtype=np.int32)
+        cache = self._target_cache
+        targets = targets.tolist()
+        pts = points.tolist()
+        for j, k in enumerate(ranges.take(heads).tolist()):
+            key = tuple(targets[bounds[j]:bounds[j + 1]])
+            nid = cache.get(key)
+            if nid is None:
+                nid = cache[key] = self._intern(self._closure(key))
+            row[pts[k]:pts[k + 1]] = nid
+        return row
 
     def ensure_rows(self, states: np.ndarray) -> None:
         """Make sure the rows of all ``states`` are computed (vectorised check)."""
@@ -282,6 +339,21 @@ def _refine_exact(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int
         if count == n_classes:
             return label, count
         n_classes = count
+
+
+def concat_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised)."""
+    lens = hi - lo
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    keep = lens > 0
+    lo, lens = lo[keep], lens[keep]
+    step = np.ones(total, dtype=np.int64)
+    heads = np.cumsum(lens) - lens
+    step[0] = lo[0]
+    step[heads[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
+    return np.cumsum(step)
 
 
 def _reachable(nfa: NFA, start: int) -> set[int]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.bitmask import bitmask_words
 from .lexer import DEAD, START, ByteDFA
+from .lexer import concat_ranges as _ranges
 
 MAX_TRACKED_BOUNDARIES = 2
 SENTINEL = 256          # the byte value that ends every token in the flat layout
@@ -155,21 +156,6 @@ def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
     buf = np.zeros(words * 32, dtype=bool)
     buf[ids] = True
     return np.packbits(buf, bitorder="little").view(np.int32)
-
-
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised)."""
-    lens = hi - lo
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    keep = lens > 0
-    lo, lens = lo[keep], lens[keep]
-    step = np.ones(total, dtype=np.int64)
-    heads = np.cumsum(lens) - lens
-    step[0] = lo[0]
-    step[heads[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
-    return np.cumsum(step)
 
 
 @dataclass(frozen=True)
