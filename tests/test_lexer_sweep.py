@@ -1,7 +1,8 @@
-"""The lexer's two row sweeps (plain Python and numpy) build the very same DFA.
+"""The lexer's plain-Python and numpy paths build the very same DFA.
 
 Rows with many NFA edges (large Unicode classes, unanchored searches) are swept with
-numpy; the plain sweep is the reference. Both must give identical transition tables,
+numpy, and large NFA state sets get their accepting and alive terminals with numpy; the
+plain loops are the reference. Both must give identical transition tables,
 emitted terminal sets and alive sets, state for state (the numbering included), on
 random multi-terminal lexers.
 """
@@ -30,6 +31,7 @@ def terminal_sets(draw):
 
 def _build(patterns, sweep_edges, monkeypatch):
     monkeypatch.setattr(lexer, "SWEEP_EDGES", sweep_edges)
+    monkeypatch.setattr(lexer, "VECTOR_SET", sweep_edges)   # the numpy readings of large NFA sets too
     nfa = NFA()
     terms = []
     for i, p in enumerate(patterns):

@@ -25,6 +25,7 @@ from .regex import NFA
 DEAD = 0
 START = 1
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
+VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class ByteDFA:
         self._closure_cache: dict[frozenset[int], int] = {}
         self._target_cache: dict[tuple[int, ...], int] = {}   # sorted target tuple -> state
         self._edge_table: tuple[np.ndarray, ...] | None = None
+        self._eps_closure: dict[int, frozenset[int]] = {}      # NFA state -> its epsilon closure
+        self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
@@ -78,9 +81,22 @@ class ByteDFA:
 
     # -- state construction ---------------------------------------------------------------
     def _closure(self, seeds) -> frozenset[int]:
+        """The live NFA states reachable from ``seeds`` by epsilon moves (a union of memoised per-state closures)."""
+        memo = self._eps_closure
+        parts = []
+        for s in seeds:
+            c = memo.get(s)
+            if c is None:
+                c = memo[s] = self._closure_dfs(s)
+            parts.append(c)
+        return frozenset().union(*parts)
+
+    def _closure_dfs(self, seed: int) -> frozenset[int]:
         eps, live = self.nfa.eps, self.live
+        if seed not in live:
+            return frozenset()
         out = set()
-        stack = [s for s in seeds if s in live]
+        stack = [seed]
         while stack:
             s = stack.pop()
             if s in out:
@@ -100,16 +116,19 @@ class ByteDFA:
             raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
         self._states.append(nfa_set)
         self._index[nfa_set] = sid
-        owner, edges = self.owner, self.nfa.edges
-        alive = 0
-        accepting = []
-        for s in nfa_set:
-            tid = self.accept_of.get(s)
-            if tid is not None:
-                accepting.append(tid)
-                if not edges[s]:  # a finished lexeme: alive only if it is read (below)
-                    continue
-            alive |= 1 << int(owner[s])
+        if len(nfa_set) > VECTOR_SET:
+            accepting, alive = self._readings_numpy(nfa_set)
+        else:
+            owner, edges = self.owner, self.nfa.edges
+            alive = 0
+            accepting = []
+            for s in nfa_set:
+                tid = self.accept_of.get(s)
+                if tid is not None:
+                    accepting.append(tid)
+                    if not edges[s]:  # a finished lexeme: alive only if it is read (below)
+                        continue
+                alive |= 1 << int(owner[s])
         best = self._best(accepting)
         if best >= 0:  # a terminal shadowed on this lexeme and unable to grow is dead
             for tid in self.term_sets[best]:
@@ -121,6 +140,28 @@ class ByteDFA:
             self.trans = np.concatenate([self.trans, np.zeros((grow, 256), dtype=np.int32)])
             self.row_done = np.concatenate([self.row_done, np.zeros(grow, dtype=bool)])
         return sid
+
+    def _readings_numpy(self, nfa_set: frozenset[int]) -> tuple[list[int], int]:
+        """(accepting terminals, alive bits before shadowing) of a large NFA state set, vectorised.
+
+        A terminal is alive when one of its states in the set can still read a byte; an
+        accepting state without edges (a finished lexeme) does not count.
+        """
+        if self._accept_np is None:
+            accept = np.full(len(self.nfa.edges), -1, dtype=np.int64)
+            for st, tid in self.accept_of.items():
+                accept[st] = tid
+            ends = np.fromiter((not e for e in self.nfa.edges), dtype=bool, count=len(self.nfa.edges))
+            self._accept_np = (accept, ends)
+        accept, ends = self._accept_np
+        states = np.fromiter(nfa_set, dtype=np.int64, count=len(nfa_set))
+        tids = accept.take(states)
+        hit = tids >= 0
+        growing = states[~(hit & ends.take(states))]
+        alive = 0
+        for t in set(self.owner.take(growing).tolist()):
+            alive |= 1 << t
+        return tids[hit].tolist(), alive
 
     def _best(self, accepting: list[int]) -> int:
         if not accepting:
