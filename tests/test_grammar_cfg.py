@@ -299,12 +299,20 @@ def _gemma_json(vocab):
     return _GEMMA_JSON["g"]
 
 
-def _distinguishable_reference(dfa) -> np.ndarray:
-    """Table-filling minimisation (pairs marked when a byte leads to a marked pair): the slow oracle."""
+def _distinguishable_reference(dfa, depth=None) -> np.ndarray:
+    """Table-filling minimisation (pairs marked when a byte leads to a marked pair): the slow oracle.
+
+    With ``depth``: only strings of at most ``depth`` bytes distinguish (that many rounds,
+    each marking from the previous round's pairs only).
+    """
     n = dfa.n_states
     trans = dfa.trans[:n]
     label = [(dfa.emit[q], dfa.alive[q]) for q in range(n)]
     marked = np.array([[label[p] != label[q] for q in range(n)] for p in range(n)])
+    if depth is not None:
+        for _ in range(depth):
+            marked = marked | marked[trans[:, None, :], trans[None, :, :]].any(axis=2)
+        return np.array([min(q for q in range(n) if not marked[p, q]) for p in range(n)])
     changed = True
     while changed:
         changed = False
@@ -340,5 +348,39 @@ def test_lexer_state_classes_survive_a_hash_collision(smollm2, monkeypatch):
     g = compile_lark("start: (T0 | T1)+\nT0: /b{1,3}/\nT1: /(a|ba)+c/", smollm2)
     g.dfa.build_all()
     expected = _distinguishable_reference(g.dfa)
-    monkeypatch.setattr(lexer, "_refine_hashed", lambda label, trans: (np.zeros_like(label), 1))
+    monkeypatch.setattr(lexer, "_refine_hashed",
+                        lambda label, trans, rounds=None, checked=False: (np.zeros_like(label), 1, True))
     assert np.array_equal(g.dfa.equivalent_states(), expected)
+
+
+def test_depth_bounded_lexer_classes_match_table_filling(smollm2, monkeypatch):
+    """Classes up to a depth (strings of at most that many bytes) match the bounded oracle, with
+    working hashes and with hashes that collide on every row (each round is then redone exactly)."""
+    import guidewire.grammar.lexer as lexer
+
+    g = compile_lark("start: (T0 | T1 | T2)+\nT0: /b{1,9}/\nT1: /(a|ba)+c/\nT2: /a{2,7}d/", smollm2)
+    g.dfa.build_all()
+    for depth in (1, 2, 3, 5, 40):
+        expected = _distinguishable_reference(g.dfa, depth)
+        assert np.array_equal(g.dfa.equivalent_states(depth=depth), expected), depth
+    assert len(set(_distinguishable_reference(g.dfa, 2).tolist())) < len(set(
+        _distinguishable_reference(g.dfa).tolist())), "depth 2 should merge some counter states"
+    monkeypatch.setattr(lexer, "_hash_weights", lambda width: np.zeros(width, dtype=np.uint64))
+    for depth in (2, 5):
+        assert np.array_equal(g.dfa.equivalent_states(depth=depth), _distinguishable_reference(g.dfa, depth))
+    assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))
+
+
+def test_lexer_build_time_limit_leaves_it_lazy_with_the_same_masks(smollm2, monkeypatch):
+    """A lexer that takes too long to determinise up front stays lazy; its masks do not change."""
+    import guidewire.grammar.compiled as compiled
+
+    text = 'start: "[" (WORD ("," WORD)*)? "]"\nWORD: /[a-z]{1,12}/\n%ignore / /'
+    eager = compile_lark(text, smollm2)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
+    lazy = compile_lark(text, smollm2)
+    assert eager._rep.size and not lazy._rep.size
+    for prefix in (b"", b"[", b"[ab", b"[abcdefghij", b"[a, b", b"[a ,"):
+        s1, q1 = eager.step_bytes(eager.earley.initial, 1, prefix)
+        s2, q2 = lazy.step_bytes(lazy.earley.initial, 1, prefix)
+        assert np.array_equal(eager.mask(s1, q1), lazy.mask(s2, q2)), prefix

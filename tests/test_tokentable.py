@@ -247,3 +247,23 @@ def test_inherited_masks_match_step_bytes(smollm2):
             assert got == slow_mask_ids(g, s, q), prefix
     assert inherited > 1000, "no table inherited a hub's tokens: the fast path went untested"
     assert from_start > 1000, "no whitespace state inherited START's tokens: the fast path went untested"
+
+
+def test_depth_bounded_lexer_classes_keep_masks_exact(smollm2):
+    """Counter states that no token can tell apart share a table; masks stay exact near the bound."""
+    from guidewire.core import bitmask_to_ids
+    from guidewire.grammar import compile_json_schema
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 150},
+                                               "b": {"type": "string", "maxLength": 3}}}
+    g = compile_json_schema(schema, smollm2)
+    assert g._rep.size, "the lexer should be built eagerly"
+    ordinary = set(smollm2.normal_ids.tolist())
+    reps = {}
+    for n in (0, 1, 5, 30, 60, 66, 68, 69, 70, 71, 72, 75, 100, 140, 149, 150):
+        s, q = g.step_bytes(g.earley.initial, START, b'{"a": "' + b" " * n)
+        reps[n] = g._canon(q)
+        got = set(bitmask_to_ids(g.mask(s, q), smollm2.vocab_size).tolist()) & ordinary
+        assert got == slow_mask_ids(g, s, q), n
+    # the longest SmolLM2 token has 81 bytes: positions more than that far from the bound merge
+    assert reps[5] == reps[30] == reps[60] and len({reps[n] for n in (60, 71, 72, 75, 100)}) == 5

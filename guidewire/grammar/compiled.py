@@ -19,10 +19,11 @@ from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGramm
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
-from .tokentable import TableBuilder, TokenTable
+from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
-EAGER_LEXER_STATES = 2048  # determinise the lexer up front when it has at most this many states
+EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
+EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
 
 
 class CompiledGrammar:
@@ -53,12 +54,15 @@ class CompiledGrammar:
         one (see :class:`TokenTable`) always find a base table there.
         """
         try:
-            self.dfa.build_all(limit=EAGER_LEXER_STATES)
+            self.dfa.build_all(limit=EAGER_LEXER_STATES, seconds=EAGER_LEXER_SECONDS)
         except LimitExceededError:
             return np.zeros(0, dtype=np.int64)
         prefer = self._builder.hub_states().copy()
         prefer[START] = True   # START's class is represented by START (its table is a base too)
-        return self.dfa.equivalent_states(prefer=prefer)
+        # tables only see walks of one token: states no token can tell apart share them
+        layout = vocab_layout(self.vocab)
+        depth = int((layout.ends - layout.starts).max(initial=0))
+        return self.dfa.equivalent_states(prefer=prefer, depth=depth)
 
     def _canon(self, q: int) -> int:
         rep = self._rep

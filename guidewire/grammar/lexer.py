@@ -15,6 +15,7 @@ on first use. State 0 is the dead state, state 1 the start of a lexeme.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -307,24 +308,32 @@ class ByteDFA:
         """Number of DFA states built so far."""
         return len(self._states)
 
-    def build_all(self, limit: int | None = None) -> None:
-        """Determinise everything reachable from the start state (bounded by ``limit``)."""
+    def build_all(self, limit: int | None = None, seconds: float | None = None) -> None:
+        """Determinise everything reachable from the start state (bounded by ``limit`` states
+        and, if given, ``seconds`` of wall time; either raises :class:`LimitExceededError` and
+        leaves the rows built so far in place, so the DFA goes on lazily)."""
         limit = limit or self.max_states
+        deadline = None if seconds is None else time.perf_counter() + seconds
         i = 0
         while i < len(self._states):
             if i >= limit:
                 raise LimitExceededError(f"lexer DFA exceeds {limit} states")
+            if deadline is not None and i % 256 == 0 and time.perf_counter() > deadline:
+                raise LimitExceededError(f"lexer DFA takes over {seconds} s to build ({i} states so far)")
             self.compute_row(i)
             i += 1
 
-    def equivalent_states(self, prefer: np.ndarray | None = None) -> np.ndarray:
+    def equivalent_states(self, prefer: np.ndarray | None = None, depth: int | None = None) -> np.ndarray:
         """Representative of each state's class of indistinguishable states.
 
         Two states are equivalent when every byte string drives them through states with
         the same ``emit`` and ``alive`` labels (Moore's partition refinement), so they lex
-        every continuation identically. The representative is the smallest id in the
-        class, or the smallest id among its ``prefer`` states (a bool per state) when the
-        class has any. Call on a fully built DFA (:meth:`build_all`).
+        every continuation identically. With ``depth``, only strings of at most ``depth``
+        bytes count (refinement stops after that many rounds): states that no token of at
+        most ``depth`` bytes can tell apart, such as the positions of a long ``maxLength``
+        counter far from its bound, share one class. The representative is the smallest
+        id in the class, or the smallest id among its ``prefer`` states (a bool per state)
+        when the class has any. Call on a fully built DFA (:meth:`build_all`).
         """
         n = self.n_states
         trans = self.trans[:n]
@@ -335,12 +344,18 @@ class ByteDFA:
         label0 = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
                           dtype=np.int64)
         label0[DEAD] = len(index)  # the dead state is never equivalent to a live one
-        label, n_classes = _refine_hashed(label0, trans)
-        sig = np.concatenate([label0[:, None], label[trans]], axis=1)
-        first = np.full(n_classes, n, dtype=np.int64)
-        np.minimum.at(first, label, np.arange(n))
-        if not np.array_equal(sig, sig[first[label]]):  # a hash collision merged states: go exact
-            label, n_classes = _refine_exact(label0, trans)
+        label, n_classes, stable = _refine_hashed(label0, trans, depth)
+        if stable:
+            sig = np.concatenate([label0[:, None], label[trans]], axis=1)
+            first = np.full(n_classes, n, dtype=np.int64)
+            np.minimum.at(first, label, np.arange(n))
+            if not np.array_equal(sig, sig[first[label]]):  # a hash collision merged states: go exact
+                if depth is None:
+                    label, n_classes = _refine_exact(label0, trans)
+                else:
+                    label, n_classes, _ = _refine_hashed(label0, trans, depth, checked=True)
+        else:  # stopped at the depth bound (long counters): redo with every round checked
+            label, n_classes, _ = _refine_hashed(label0, trans, depth, checked=True)
         first = np.full(n_classes, n, dtype=np.int64)
         np.minimum.at(first, label, np.arange(n))
         if prefer is not None and prefer[:n].any():
@@ -351,22 +366,45 @@ class ByteDFA:
         return first[label]
 
 
-def _refine_hashed(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int]:
-    """Moore refinement with 64-bit row hashes (fast; a collision can only merge classes,
-    which the caller detects: the result is then not stable)."""
-    weights = np.random.default_rng(0x5EED).integers(1, 1 << 62, size=trans.shape[1] + 1,
-                                                     dtype=np.int64).astype(np.uint64) | np.uint64(1)
+def _refine_hashed(label: np.ndarray, trans: np.ndarray, rounds: int | None = None,
+                   checked: bool = False) -> tuple[np.ndarray, int, bool]:
+    """Moore refinement with 64-bit row hashes, until stable or for at most ``rounds`` rounds.
+
+    Returns (labels, number of classes, whether the partition is stable). A hash
+    collision can only merge classes: on a stable result the caller detects it (the
+    partition is then not stable); with ``checked`` every round is compared with the
+    exact signatures instead and redone exactly on a collision.
+    """
+    weights = _hash_weights(trans.shape[1] + 1)
     n_classes = np.unique(label).size
-    label = label.astype(np.uint64)
-    while True:
-        h = label * weights[0] + (label[trans] * weights[1:]).sum(axis=1, dtype=np.uint64)
+    label = label.astype(np.int64)
+    done = 0
+    while rounds is None or done < rounds:
+        h = label.astype(np.uint64) * weights[0] + (label[trans].astype(np.uint64) * weights[1:]).sum(
+            axis=1, dtype=np.uint64)
         _, new = np.unique(h, return_inverse=True)
         new = new.reshape(-1)
         count = int(new.max()) + 1
-        label = new.astype(np.uint64)
+        if checked:
+            sig = np.concatenate([label[:, None], label[trans]], axis=1)
+            first = np.full(count, label.size, dtype=np.int64)
+            np.minimum.at(first, new, np.arange(label.size))
+            if not np.array_equal(sig, sig[first[new]]):   # a collision merged classes: this round exactly
+                _, new = np.unique(sig, axis=0, return_inverse=True)
+                new = new.reshape(-1)
+                count = int(new.max()) + 1
+        done += 1
+        label = new.astype(np.int64)
         if count == n_classes:
-            return new.astype(np.int64), count
+            return label, count, True
         n_classes = count
+    return label, n_classes, False
+
+
+def _hash_weights(width: int) -> np.ndarray:
+    """Fixed odd 64-bit weights for the row hashes of :func:`_refine_hashed`."""
+    return np.random.default_rng(0x5EED).integers(1, 1 << 62, size=width,
+                                                  dtype=np.int64).astype(np.uint64) | np.uint64(1)
 
 
 def _refine_exact(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int]:
