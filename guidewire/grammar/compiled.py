@@ -48,8 +48,10 @@ class CompiledGrammar:
     def _lexer_classes(self) -> np.ndarray:
         """Determinise a small lexer eagerly; map each state to its equivalence class's representative.
 
-        Equivalent states have the same token tables and masks, so they share them. A lexer
-        too big to build up front stays lazy, and every state is its own class. A class
+        States that no walk of one token (at most the longest token's bytes) tells apart
+        have the same token tables and masks, so they share them: for example the positions
+        of a ``maxLength`` counter more than one token away from its bound. A lexer too big
+        (or too slow) to build up front stays lazy, and every state is its own class. A class
         that holds START or a self-loop hub is represented by it, so tables that inherit from
         one (see :class:`TokenTable`) always find a base table there.
         """
