@@ -62,9 +62,7 @@ class CompiledGrammar:
         prefer = self._builder.hub_states().copy()
         prefer[START] = True   # START's class is represented by START (its table is a base too)
         # tables only see walks of one token: states no token can tell apart share them
-        layout = vocab_layout(self.vocab)
-        depth = int((layout.ends - layout.starts).max(initial=0))
-        return self.dfa.equivalent_states(prefer=prefer, depth=depth)
+        return self.dfa.equivalent_states(prefer=prefer, depth=vocab_layout(self.vocab).max_len)
 
     def _canon(self, q: int) -> int:
         rep = self._rep

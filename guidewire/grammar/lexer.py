@@ -70,8 +70,7 @@ class ByteDFA:
         self.term_set_ignored: list[bool] = []
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)
-        self._closure_cache: dict[frozenset[int], int] = {}
-        self._target_cache: dict[tuple[int, ...], int] = {}   # sorted target tuple -> state
+        self._target_cache: dict[tuple[int, ...], int] = {}   # sorted NFA target tuple -> DFA state
         self._edge_table: tuple[np.ndarray, ...] | None = None
         self._eps_closure: dict[int, frozenset[int]] = {}      # NFA state -> its epsilon closure
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
@@ -228,7 +227,7 @@ class ByteDFA:
                 opens.setdefault(lo, []).append(t)
                 closes.setdefault(hi + 1, []).append(t)
         row = np.zeros(256, dtype=np.int32)
-        cache = self._closure_cache
+        cache = self._target_cache
         active: dict[int, int] = {}
         points = sorted(opens.keys() | closes.keys())
         for i, p in enumerate(points[:-1]):
@@ -240,7 +239,7 @@ class ByteDFA:
             for t in opens.get(p, ()):
                 active[t] = active.get(t, 0) + 1
             if active:
-                key = frozenset(active)
+                key = tuple(sorted(active))
                 nid = cache.get(key)
                 if nid is None:
                     nid = cache[key] = self._intern(self._closure(key))

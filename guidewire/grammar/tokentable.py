@@ -98,7 +98,7 @@ class VocabLayout:
     ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
     starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
-    bitmask row of the tokens starting with ``b``.
+    bitmask row of the tokens starting with ``b``; ``max_len`` is the longest token's length.
     """
 
     ids: np.ndarray
@@ -110,6 +110,7 @@ class VocabLayout:
     first_rows: np.ndarray
     words: int
     second: np.ndarray
+    max_len: int
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -138,7 +139,8 @@ def _build_layout(vocab) -> VocabLayout:
     second = flat[starts + 1]
     for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
         arr.setflags(write=False)
-    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second)
+    max_len = int(lens.max(initial=0))
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len)
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
