@@ -39,7 +39,8 @@ _ORDINARY_KEY = "tokentable.ordinary_row"
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
 FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
 LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
-DENSE_KEY_SPACE = 1 << 16   # group keys below this are made dense with a lookup table, not a sort
+DENSE_KEY_SPACE = 1 << 12   # group keys below this are made dense with a lookup table, not a sort
+DENSE_KEY_RATIO = 4         # ... and so are keys whose space is at most this many times their number
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class VocabLayout:
     starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
     bitmask row of the tokens starting with ``b``; ``max_len`` is the longest token's length.
+    ``raw`` is ``flat`` as bytes (each sentinel a zero byte), for fast slicing in Python.
     """
 
     ids: np.ndarray
@@ -111,6 +113,7 @@ class VocabLayout:
     words: int
     second: np.ndarray
     max_len: int
+    raw: bytes
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -131,7 +134,8 @@ def _build_layout(vocab) -> VocabLayout:
     lens = np.fromiter((len(d) for d in data), dtype=np.int64, count=len(data))
     ends = np.cumsum(lens + 1) - 1
     starts = ends - lens
-    flat = np.frombuffer(b"\0".join(data) + b"\0", dtype=np.uint8).astype(np.int64)
+    raw = b"\0".join(data) + b"\0"
+    flat = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
     flat[ends] = SENTINEL
     bucket = np.searchsorted(first, np.arange(257))
     words = bitmask_words(vocab.vocab_size)
@@ -140,7 +144,7 @@ def _build_layout(vocab) -> VocabLayout:
     for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
         arr.setflags(write=False)
     max_len = int(lens.max(initial=0))
-    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len)
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw)
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
@@ -712,11 +716,11 @@ class TableBuilder:
 
     def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
         """Finish the last few running tokens byte by byte in Python."""
-        flat = self.layout.flat
+        raw = self.layout.raw
         for i, q, p, end in zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist()):
             count = int(nb[i])
             room = MAX_TRACKED_BOUNDARIES - count
-            lexemes, f = self._walk_bytes(q, flat[p:end].tolist(), room)
+            lexemes, f = self._walk_bytes(q, raw[p:end], room)
             for k, e in enumerate(lexemes[:room]):
                 lex[i, count + k] = e
             nb[i] = count + len(lexemes)
@@ -758,9 +762,15 @@ class TableBuilder:
         live = np.flatnonzero((fin != DEAD) & (alive_id >= 0) & ~over)
         n_sets = len(self.dfa.term_sets) + 1
         n_alive = max(len(self._alive_values), 1)
-        # key of a token: its lexemes (count, first, second: mixed radix), then its alive id
-        lexkey = (nb.take(live) * n_sets + lex[live, 0] + 1) * n_sets + lex[live, 1] + 1
-        lex_uniq, lex_id = _dense_ids(lexkey, (MAX_TRACKED_BOUNDARIES + 1) * n_sets * n_sets)
+        # key of a token: (lexeme count, first lexeme, second lexeme, alive id), each part
+        # first renumbered densely among the values present, so the mixed-radix key space
+        # is the product of the few values that occur, not of all term sets and alive sets
+        first_u, first_i = _dense_ids(lex[live, 0] + 1, n_sets)
+        second_u, second_i = _dense_ids(lex[live, 1] + 1, n_sets)
+        alive_u, alive_i = _dense_ids(alive_id.take(live), n_alive)
+        radix = (first_u.size, second_u.size, alive_u.size)
+        key = ((nb.take(live) * radix[0] + first_i) * radix[1] + second_i) * radix[2] + alive_i
+        uniq, gid = _dense_ids(key, (MAX_TRACKED_BOUNDARIES + 1) * radix[0] * radix[1] * radix[2])
         toks = layout.ids.take(cand.take(live))
         extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
         n_tokens = int(live.size)
@@ -772,13 +782,13 @@ class TableBuilder:
                     sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
                     n_tokens += 1
             extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
-        uniq, gid = _dense_ids(lex_id * n_alive + alive_id.take(live), lex_uniq.size * n_alive)
         groups: list[tuple[tuple[int, ...], int]] = []
-        for key in uniq.tolist():
-            k, al = divmod(key, n_alive)
-            k, l2v = divmod(int(lex_uniq[k]), n_sets)
-            count, l1v = divmod(k, n_sets)
-            groups.append((((l1v - 1), (l2v - 1))[:count], self._alive_values[al]))
+        for k in uniq.tolist():
+            k, al = divmod(k, radix[2])
+            k, l2 = divmod(k, radix[1])
+            count, l1 = divmod(k, radix[0])
+            lexemes = (int(first_u[l1]) - 1, int(second_u[l2]) - 1)[:count]
+            groups.append((lexemes, self._alive_values[int(alive_u[al])]))
         rows = _group_rows(gid, toks, len(groups), words)
         index = {g: i for i, g in enumerate(groups)}
         more = []
@@ -823,10 +833,14 @@ def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
 
 
 def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct keys, index of each key among them) without a sort when keys are small."""
+    """(sorted distinct keys, index of each key among them) for keys in ``range(key_space)``.
+
+    Counts into a table (no sort) when the key space is small, or not much larger than
+    the number of keys; sorts otherwise.
+    """
     if keys.size == 0:
         return keys, keys
-    if key_space <= DENSE_KEY_SPACE:
+    if key_space <= max(DENSE_KEY_SPACE, DENSE_KEY_RATIO * keys.size):
         counts = np.bincount(keys, minlength=key_space)
         uniq = np.flatnonzero(counts)
         lut = np.zeros(key_space, dtype=np.int64)
