@@ -82,29 +82,117 @@ class CFG:
         return {s for _lhs, rhs in self.rules for s in rhs if s < self.n_terms}
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """The items a set predicts for a set of nonterminals (all with origin ``-1``, this set).
+
+    Predicting a nonterminal adds its rules at dot 0, their own predictions, and the
+    advances over nullable symbols (Aycock-Horspool); none of this depends on the rest
+    of the set, so it is computed once per set of predicted nonterminals. ``waiting``
+    maps a nonterminal to the items waiting for it, ``by_terminal`` a terminal to the
+    items that scan it, ``expected`` is the bitset of those terminals, and ``complete``
+    holds the left-hand sides of completed items.
+    """
+
+    items: frozenset[Item]
+    expected: int
+    waiting: dict[int, tuple[Item, ...]]
+    by_terminal: dict[int, tuple[Item, ...]]
+    complete: frozenset[int]
+
+
 class EarleyAutomaton:
-    """Interned Earley sets and memoised scans for one :class:`CFG`."""
+    """Interned Earley sets and memoised scans for one :class:`CFG`.
+
+    A set is stored as its *core*: the items whose origin is an earlier set (the scanned
+    kernel, completions and nullable advances of those), plus a shared
+    :class:`Prediction` for the nonterminals they predict. The predicted part is a
+    function of the core, so the core alone identifies the set.
+    """
 
     def __init__(self, cfg: CFG, max_sets: int = 2_000_000, max_items: int = 200_000):
         self.cfg = cfg
         self.max_sets = max_sets
         self.max_items = max_items
-        self.items: list[tuple[Item, ...]] = []
+        self.items: list[tuple[Item, ...]] = []      # the core of each set (sorted)
+        self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
         self.accepting: list[bool] = []
-        self.waiting: list[dict[int, list[Item]]] = []
+        self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal
         self._index: dict[tuple[Item, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
-        start_items = [(r, 0, -1) for r in cfg.by_lhs.get(cfg.start, ())]
-        self.initial = self._make(start_items, initial=True)
+        self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
+        self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
+        self.initial = self._make([], predicts={cfg.start}, initial=True)
 
-    def _make(self, kernel: list[Item], initial: bool = False) -> int:
+    def _predicted(self, sym: int) -> frozenset[Item]:
+        """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set."""
+        out = self._closure.get(sym)
+        if out is not None:
+            return out
+        rules, by_lhs, nullable, T = self.cfg.rules, self.cfg.by_lhs, self.cfg.nullable, self.cfg.n_terms
+        items = {(r, 0, -1) for r in by_lhs.get(sym, ())}
+        agenda = list(items)
+        seen = {sym}
+        while agenda:
+            r, d, _o = agenda.pop()
+            rhs = rules[r][1]
+            if d < len(rhs) and rhs[d] >= T:
+                nxt = rhs[d]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    for r2 in by_lhs.get(nxt, ()):
+                        it = (r2, 0, -1)
+                        if it not in items:
+                            items.add(it)
+                            agenda.append(it)
+                if nxt in nullable:
+                    it = (r, d + 1, -1)
+                    if it not in items:
+                        items.add(it)
+                        agenda.append(it)
+            if len(items) > self.max_items:
+                raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
+        out = self._closure[sym] = frozenset(items)
+        return out
+
+    def _prediction(self, predicts: frozenset[int]) -> Prediction:
+        """The shared :class:`Prediction` of a set of predicted nonterminals."""
+        pred = self._predictions.get(predicts)
+        if pred is not None:
+            return pred
+        items = frozenset().union(*(self._predicted(p) for p in predicts))
+        rules, T = self.cfg.rules, self.cfg.n_terms
+        expected = 0
+        waiting: dict[int, list[Item]] = {}
+        by_terminal: dict[int, list[Item]] = {}
+        complete = set()
+        for it in sorted(items):
+            r, d, _o = it
+            lhs, rhs = rules[r]
+            if d < len(rhs):
+                sym = rhs[d]
+                if sym < T:
+                    expected |= 1 << sym
+                    by_terminal.setdefault(sym, []).append(it)
+                else:
+                    waiting.setdefault(sym, []).append(it)
+            else:
+                complete.add(lhs)
+        pred = self._predictions[predicts] = Prediction(
+            items, expected, {k: tuple(v) for k, v in waiting.items()},
+            {k: tuple(v) for k, v in by_terminal.items()}, frozenset(complete))
+        return pred
+
+    def _make(self, kernel: list[Item], predicts=(), initial: bool = False) -> int:
+        """Intern the set whose core grows from ``kernel`` (items with an earlier origin)."""
         cfg = self.cfg
-        rules, by_lhs, nullable, T = cfg.rules, cfg.by_lhs, cfg.nullable, cfg.n_terms
-        waiting_of = self.waiting
+        rules, nullable, T = cfg.rules, cfg.nullable, cfg.n_terms
+        waiting_of, predictions = self.waiting, self.predictions
         items = set(kernel)
         agenda = list(items)
-        predicted: set[int] = set()
+        predicted: set[int] = set(predicts)
+        completed: set[tuple[int, int]] = set()   # (lhs, origin): advanced once
         limit = self.max_items
         while agenda:
             r, d, o = agenda.pop()
@@ -112,26 +200,26 @@ class EarleyAutomaton:
             if d < len(rhs):
                 sym = rhs[d]
                 if sym >= T:
-                    if sym not in predicted:
-                        predicted.add(sym)
-                        for r2 in by_lhs.get(sym, ()):
-                            it = (r2, 0, -1)
-                            if it not in items:
-                                items.add(it)
-                                agenda.append(it)
+                    predicted.add(sym)
                     if sym in nullable:
                         it = (r, d + 1, o)
                         if it not in items:
                             items.add(it)
                             agenda.append(it)
-            elif o != -1:
+            elif (lhs, o) not in completed:
+                completed.add((lhs, o))
                 for r2, d2, o2 in waiting_of[o].get(lhs, ()):
-                    it = (r2, d2 + 1, o2 if o2 != -1 else o)
+                    it = (r2, d2 + 1, o2)
                     if it not in items:
                         items.add(it)
                         agenda.append(it)
-            if len(items) > limit:
-                raise LimitExceededError(f"an Earley set exceeds {limit} items")
+                for r2, d2, _o2 in predictions[o].waiting.get(lhs, ()):
+                    it = (r2, d2 + 1, o)
+                    if it not in items:
+                        items.add(it)
+                        agenda.append(it)
+                if len(items) > limit:
+                    raise LimitExceededError(f"an Earley set exceeds {limit} items")
         key = tuple(sorted(items))
         sid = self._index.get(key)
         if sid is not None:
@@ -139,9 +227,12 @@ class EarleyAutomaton:
         sid = len(self.items)
         if sid >= self.max_sets:
             raise LimitExceededError(f"the parser exceeds {self.max_sets} distinct Earley sets")
-        expected = 0
+        pred = self._prediction(frozenset(predicted))
+        if len(items) + len(pred.items) > limit:
+            raise LimitExceededError(f"an Earley set exceeds {limit} items")
+        expected = pred.expected
         waiting: dict[int, list[Item]] = {}
-        accepting = False
+        accepting = initial and cfg.start in pred.complete
         start = cfg.start
         for it in key:
             r, d, o = it
@@ -152,10 +243,11 @@ class EarleyAutomaton:
                     expected |= 1 << sym
                 else:
                     waiting.setdefault(sym, []).append(it)
-            elif lhs == start and (o == -1 if initial else o == self.initial):
+            elif lhs == start and o == self.initial:
                 accepting = True
         self._index[key] = sid
         self.items.append(key)
+        self.predictions.append(pred)
         self.expected.append(expected)
         self.accepting.append(accepting)
         self.waiting.append(waiting)
@@ -178,7 +270,11 @@ class EarleyAutomaton:
         for r, d, o in self.items[sid]:
             rhs = rules[r][1]
             if d < len(rhs) and rhs[d] in want:
-                kernel.append((r, d + 1, o if o != -1 else sid))
+                kernel.append((r, d + 1, o))
+        by_terminal = self.predictions[sid].by_terminal
+        for t in terms:
+            for r, d, _o in by_terminal.get(t, ()):
+                kernel.append((r, d + 1, sid))
         out = self._make(kernel) if kernel else -1
         self._scan[(sid, key)] = out
         return out
