@@ -95,3 +95,33 @@ def test_automaton_matches_textbook_earley(rules, inputs):
                 break
             if k < len(tokens):
                 sid = auto.scan(sid, (tokens[k],), tokens[k])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grammars)
+def test_follow_sets_cover_what_the_parser_expects(rules):
+    """Masks drop token groups by FOLLOW sets: after every viable prefix ending in terminal
+    ``t`` (all of them, breadth first over the interned sets), everything the parser
+    expects must be in FOLLOW(t); a terminal no rule uses has an empty FOLLOW set."""
+    names = [f"t{i}" for i in range(N_TERMS)] + [f"N{i}" for i in range(N_NONTERMS)]
+    try:
+        cfg = CFG.build(N_TERMS, rules, N_TERMS, names)
+    except UnsatisfiableGrammarError:
+        return
+    follow = cfg.follow()
+    auto = EarleyAutomaton(cfg)
+    seen, frontier = {auto.initial}, [auto.initial]
+    for _depth in range(8):
+        nxt = []
+        for sid in frontier:
+            for t in range(N_TERMS):
+                after = auto.scan(sid, (t,), t)
+                if after < 0:
+                    continue
+                assert auto.expected[after] & ~follow[t] == 0
+                if after not in seen:
+                    seen.add(after)
+                    nxt.append(after)
+        frontier = nxt
+    used = cfg.used_terminals()
+    assert all(follow[t] == 0 for t in range(N_TERMS) if t not in used)

@@ -10,6 +10,7 @@ lexer_state)`` pairs, one per consumed token: ``fork`` copies a list, ``rollback
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGramm
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
-from .tokentable import TableBuilder, TokenTable, vocab_layout
+from .tokentable import TableBuilder, TokenTable, _popcounts, vocab_layout
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
 EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
@@ -39,6 +40,8 @@ class CompiledGrammar:
         self.eos_row = ids_to_bitmask(sorted(vocab.eos_ids), vocab.vocab_size)
         self._eos_ids = frozenset(vocab.eos_ids)
         self._tables: dict[int, TokenTable] = {}
+        self._follow: list = []                 # see _lexeme_follow
+        self._by_term: list[int] | None = None   # FOLLOW set per terminal
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._mask_budget = max(1, mask_cache_bytes // (self.words * 4))
         self._zero = np.zeros(self.words, dtype=np.int32)
@@ -108,12 +111,60 @@ class CompiledGrammar:
         return s, q
 
     def table(self, q: int) -> TokenTable:
-        """The token table of lexer state ``q`` (built on first use)."""
+        """The token table of lexer state ``q`` (built on first use, without impossible groups)."""
         q = self._canon(q)
         t = self._tables.get(q)
         if t is None:
-            t = self._tables[q] = self._builder.table(q)
+            t = self._tables[q] = self._prune(self._builder.table(q))
         return t
+
+    def _prune(self, table: TokenTable) -> TokenTable:
+        """Drop the groups that no parser state can allow.
+
+        A group whose lexemes cannot follow one another, or whose unfinished lexeme's
+        terminals cannot follow the last of them, is refused in every parser state (the
+        grammar's FOLLOW sets say so), so it is never scanned at mask time.
+        """
+        follow = self._lexeme_follow()
+        keep = []
+        for g, (lexemes, alive) in enumerate(table.groups):
+            nxt = -1   # what may come after the lexemes so far (-1: anything)
+            ok = True
+            for e in lexemes:
+                f = follow[e]
+                if f is None:      # an ignored lexeme changes nothing
+                    continue
+                if not (f[1] & nxt):
+                    ok = False
+                    break
+                nxt = f[0]
+            if ok and alive & nxt:
+                keep.append(g)
+        if len(keep) == len(table.groups):
+            return table
+        masks = table.masks[keep]
+        masks.setflags(write=False)
+        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks,
+                       n_tokens=int(_popcounts(masks).sum()))
+
+    def _lexeme_follow(self) -> list:
+        """Per lexer terminal set: (terminals that may follow it, ignored ones included; its own
+        terminals as a bitset), or None for an ignored lexeme. Extended as the lexer interns sets."""
+        if self._by_term is None:
+            self._by_term = self.earley.cfg.follow()
+        out, dfa, by_term = self._follow, self.dfa, self._by_term
+        ign = dfa.ignored_bits
+        for e in range(len(out), len(dfa.term_sets)):
+            if dfa.term_set_ignored[e]:
+                out.append(None)
+                continue
+            f = ign
+            bits = 0
+            for t in dfa.term_sets[e]:
+                f |= by_term[t]
+                bits |= 1 << t
+            out.append((f, bits))
+        return out
 
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached; do not modify)."""

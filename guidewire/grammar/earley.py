@@ -77,6 +77,40 @@ class CFG:
         return cls(n_terms, tuple(rules), start, tuple(names),
                    {k: tuple(v) for k, v in by_lhs.items()}, frozenset(nullable))
 
+    def follow(self) -> list[int]:
+        """FOLLOW sets: per terminal, the bitset of terminals that can come right after it.
+
+        Computed over the reduced grammar, so it is a sound over-approximation of what
+        any parser state can expect after scanning that terminal.
+        """
+        T, rules, nullable = self.n_terms, self.rules, self.nullable
+        n = len(self.names)
+        first = [1 << t if t < T else 0 for t in range(n)]
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                acc = first[lhs]
+                for sym in rhs:
+                    acc |= first[sym]
+                    if sym not in nullable:
+                        break
+                if acc != first[lhs]:
+                    first[lhs] = acc
+                    changed = True
+        follow = [0] * n
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in rules:
+                trail = follow[lhs]          # what may follow the suffix after each position
+                for sym in reversed(rhs):
+                    if follow[sym] | trail != follow[sym]:
+                        follow[sym] |= trail
+                        changed = True
+                    trail = first[sym] | (trail if sym in nullable else 0)
+        return follow[:T]
+
     def used_terminals(self) -> set[int]:
         """Terminals that occur in some (reduced) rule."""
         return {s for _lhs, rhs in self.rules for s in rhs if s < self.n_terms}
