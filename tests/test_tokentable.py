@@ -267,3 +267,28 @@ def test_depth_bounded_lexer_classes_keep_masks_exact(smollm2):
         assert got == slow_mask_ids(g, s, q), n
     # the longest SmolLM2 token has 81 bytes: positions more than that far from the bound merge
     assert reps[5] == reps[30] == reps[60] and len({reps[n] for n in (60, 71, 72, 75, 100)}) == 5
+
+
+@pytest.mark.parametrize("pattern", ["[a-z]{3}[a-c]{3}x", "[ab]{2}[a-z]{4}-", "[a-z]{2,9}", "(?:[a-z][0-9])+",
+                                     "[a-z]{5}[a-z0-9]{3}"])
+def test_counter_chain_tokens_match_slow_walk(smollm2, pattern, monkeypatch):
+    """Tokens resolved along a chain of counter states (never walked) read as the per-token walk,
+    also where the byte set the chain runs on narrows or widens part way."""
+    g = compile_regex(pattern, smollm2)
+    g.dfa.build_all()
+    builder = TableBuilder(g.dfa, smollm2)
+    resolved = []
+    chain = TableBuilder._counter_chain
+
+    def spy(self, *args):
+        out = chain(self, *args)
+        if out[3] is not None:
+            resolved.append(out[3][0].size)
+        return out
+
+    monkeypatch.setattr(TableBuilder, "_counter_chain", spy)
+    rng = np.random.default_rng(7)
+    tokens = interesting_tokens(smollm2, b"abcdefghijklmnopqrstuvwxyz0123456789-", rng, limit=6000)
+    for q in range(1, g.dfa.n_states):
+        check_state(builder, q, tokens)
+    assert sum(resolved) > 0, "no token was resolved along a chain: the fast path went untested"

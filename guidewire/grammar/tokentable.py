@@ -31,10 +31,12 @@ MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precompute
 MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
 MIN_INHERITED_TOKENS = 32  # inherit at least this many tokens from a hub or from START
 MEET_STEPS = 6             # bytes a walk is compared with the walk from START (see _start_meets)
+CHAIN_MIN_TOKENS = 256  # try a counter chain (see _counter_chain) for at least this many candidates
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
 _FIRST_KEY = "tokentable.first_rows"
+_TAILS_KEY = "tokentable.tail_bytes"
 _ORDINARY_KEY = "tokentable.ordinary_row"
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
 FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
@@ -231,6 +233,26 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     return LoopRuns(run_ends, exits, exit_bucket, stay_row)
 
 
+def tail_bytes(vocab) -> np.ndarray:
+    """Per ordinary token (layout order): the set of its bytes after the first, as 4 rows of uint64 words.
+
+    Built once per vocabulary (cached on it); read-only.
+    """
+    out = vocab._cache.get(_TAILS_KEY)
+    if out is None:
+        layout = vocab_layout(vocab)
+        n = layout.ids.size
+        lens = layout.ends - layout.starts
+        owner = np.repeat(np.arange(n), np.maximum(lens - 1, 0))
+        pos = _ranges(layout.starts + 1, layout.ends)
+        b = layout.flat.take(pos)
+        words = np.zeros(n * 4, dtype=np.uint64)
+        np.bitwise_or.at(words, owner * 4 + (b >> 6), np.left_shift(np.uint64(1), (b & 63).astype(np.uint64)))
+        out = vocab._cache[_TAILS_KEY] = np.ascontiguousarray(words.reshape(n, 4).T)
+        out.setflags(write=False)
+    return out
+
+
 def first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
     """Bitmask row of the ordinary tokens of ``vocab`` whose first byte is in the 256-bool set ``first``.
 
@@ -421,12 +443,20 @@ class TableBuilder:
         state = row.take(layout.first.take(cand))
         ptr = layout.starts.take(cand) + 1
         inherit: dict[int, np.ndarray] = {}
+        chained = None
         if not base and self.lookup is not None:
             cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr)
             cand, state, ptr, from_start = self._start_meets(cand, state, ptr)
             if from_start is not None:
                 inherit[START] = from_start
+        if not base:
+            cand, state, ptr, chained = self._counter_chain(row, cand, state, ptr)
         fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
+        if chained is not None:   # these end inside the chain, completing no lexeme
+            cand = np.concatenate([cand, chained[0]])
+            fin = np.concatenate([fin, chained[1]])
+            nb = np.concatenate([nb, np.zeros(chained[0].size, dtype=np.int64)])
+            lex = np.concatenate([lex, np.full((chained[0].size, MAX_TRACKED_BOUNDARIES), -1, dtype=np.int64)])
         groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
         if reused and base:
             groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
@@ -438,6 +468,66 @@ class TableBuilder:
             r.setflags(write=False)
         return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask,
                           tuple(sorted(inherit.items())))
+
+    def _counter_chain(self, row, cand, state, ptr):
+        """Split off the candidates that run along a uniform chain of states, without walking them.
+
+        Let ``B`` be the bytes that take this state to its most common successor ``q1``.
+        If every byte of ``B`` takes ``q1`` to one state ``q2``, and so on (the positions of a
+        length counter such as a string's ``maxLength``, a fixed-width field), a token made
+        of ``n`` bytes of ``B`` ends in ``q_n`` without ending a lexeme, as long as the chain
+        reaches that far. Returns the remaining ``(cand, state, ptr)`` and ``(tokens, final
+        states)`` of the split-off ones (or None).
+        """
+        dead = (cand, state, ptr, None)
+        if cand.size < CHAIN_MIN_TOKENS:
+            return dead
+        live = row[row != DEAD]
+        counts = np.bincount(live)
+        q1 = int(counts.argmax())
+        if counts[q1] < MIN_LOOP_BYTES or self.hub[q1] >= 0:   # hubs are jumped over by the walk
+            return dead
+        in_b = row == q1
+        # a token is pure when no byte after its first lies outside B (256-bit byte sets)
+        outside = (~np.packbits(in_b, bitorder="little").view(np.uint64)).tolist()
+        enter = np.flatnonzero(state == q1)
+        if enter.size < CHAIN_MIN_TOKENS // 2:
+            return dead
+        sub = cand.take(enter)
+        bad = None
+        for word, out in zip(tail_bytes(self.vocab), outside):
+            if out:
+                hit = word.take(sub) & np.uint64(out)
+                bad = hit if bad is None else bad | hit
+        pure = np.zeros(cand.size, dtype=bool)
+        pure[enter] = True if bad is None else bad == 0
+        n_pure = int(np.count_nonzero(pure))
+        if n_pure < CHAIN_MIN_TOKENS // 2:
+            return dead
+        ends = self.layout.ends.take(cand)
+        lens = ends - ptr + 1               # ptr sits at each token's second byte
+        need = int(lens.max(where=pure, initial=0))
+        b_bytes = np.flatnonzero(in_b)
+        b0 = int(b_bytes[0])
+        dfa = self.dfa
+        chain = [q1]                        # chain[i]: the state after i + 1 bytes of B
+        while len(chain) < need:
+            qi = chain[-1]
+            if not dfa.row_done[qi]:
+                dfa.compute_row(qi)
+            r = dfa.trans[qi]
+            nxt = int(r[b0])
+            if nxt == DEAD or not (r.take(b_bytes) == nxt).all():
+                break
+            chain.append(nxt)
+        self._sync()
+        sel = pure & (lens <= len(chain))
+        idx = np.flatnonzero(sel)
+        if not idx.size:
+            return dead
+        fin = np.asarray(chain, dtype=np.int64).take(lens.take(idx) - 1)
+        keep = ~sel
+        return cand[keep], state[keep], ptr[keep], (cand.take(idx), fin)
 
     def _second_byte_hubs(self, cand, state, ptr):
         """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
