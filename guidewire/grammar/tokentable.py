@@ -930,6 +930,14 @@ def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray
     """
     if keys.size == 0:
         return keys, keys
+    if keys.size <= SMALL_WALK:     # a few keys: plain Python beats any array pass
+        values = keys.tolist()
+        uniq = sorted(set(values))
+        at = {k: i for i, k in enumerate(uniq)}
+        return np.array(uniq, dtype=np.int64), np.array([at[k] for k in values], dtype=np.int64)
+    lo = int(keys.min())
+    if lo == int(keys.max()):       # one key (no token completes a lexeme, say)
+        return np.array([lo], dtype=np.int64), np.zeros(keys.size, dtype=np.int64)
     if key_space <= max(DENSE_KEY_SPACE, DENSE_KEY_RATIO * keys.size):
         counts = np.bincount(keys, minlength=key_space)
         uniq = np.flatnonzero(counts)
