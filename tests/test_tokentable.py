@@ -292,3 +292,16 @@ def test_counter_chain_tokens_match_slow_walk(smollm2, pattern, monkeypatch):
     for q in range(1, g.dfa.n_states):
         check_state(builder, q, tokens)
     assert sum(resolved) > 0, "no token was resolved along a chain: the fast path went untested"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 256).flatmap(lambda n: st.sets(st.integers(0, 255), min_size=n, max_size=n)))
+def test_first_byte_row_matches_a_scan_of_the_vocabulary(smollm2, first_bytes):
+    """The memoised first-byte rows (union, complement or lookup, by the set's size) equal a plain scan."""
+    from guidewire.grammar.tokentable import first_byte_row
+
+    sel = np.zeros(256, dtype=bool)
+    sel[list(first_bytes)] = True
+    got = set(np.flatnonzero(bitmask_to_bool(first_byte_row(smollm2, sel), smollm2.vocab_size)).tolist())
+    want = {t for t in smollm2.normal_ids.tolist() if smollm2.token_bytes[t][0] in first_bytes}
+    assert got == want

@@ -103,6 +103,8 @@ class VocabLayout:
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
     bitmask row of the tokens starting with ``b``; ``max_len`` is the longest token's length.
     ``raw`` is ``flat`` as bytes (each sentinel a zero byte), for fast slicing in Python.
+    ``first_of_id[t]`` is the first byte of token id ``t`` (256 for special tokens and the
+    padding up to a whole bitmask word).
     """
 
     ids: np.ndarray
@@ -116,6 +118,7 @@ class VocabLayout:
     second: np.ndarray
     max_len: int
     raw: bytes
+    first_of_id: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -146,7 +149,11 @@ def _build_layout(vocab) -> VocabLayout:
     for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
         arr.setflags(write=False)
     max_len = int(lens.max(initial=0))
-    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw)
+    first_of_id = np.full(words * 32, 256, dtype=np.uint16)
+    first_of_id[ids] = first
+    first_of_id.setflags(write=False)
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
+                       first_of_id)
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
@@ -271,9 +278,9 @@ def _first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
         row = np.bitwise_or.reduce(layout.first_rows[first], axis=0)
     elif 256 - n <= FIRST_ROW_UNION:
         row = _ordinary_row(vocab, layout) & ~np.bitwise_or.reduce(layout.first_rows[~first], axis=0)
-    else:
-        lo, hi = layout.bucket[:-1][first], layout.bucket[1:][first]
-        row = ids_row(layout.ids.take(_ranges(lo, hi)), layout.words)
+    else:   # look every token's first byte up in the set, then pack
+        member = np.append(first, False)
+        row = np.packbits(member.take(layout.first_of_id), bitorder="little").view(np.int32)
     row.setflags(write=False)
     return row
 
