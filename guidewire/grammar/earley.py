@@ -155,6 +155,7 @@ class EarleyAutomaton:
         self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal
         self._index: dict[tuple[Item, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
+        self._advances: dict[tuple[int, int], tuple[Item, ...]] = {}  # (set, lhs) -> advanced items
         self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
         self.initial = self._make([], predicts={cfg.start}, initial=True)
@@ -222,11 +223,11 @@ class EarleyAutomaton:
         """Intern the set whose core grows from ``kernel`` (items with an earlier origin)."""
         cfg = self.cfg
         rules, nullable, T = cfg.rules, cfg.nullable, cfg.n_terms
-        waiting_of, predictions = self.waiting, self.predictions
         items = set(kernel)
         agenda = list(items)
         predicted: set[int] = set(predicts)
         completed: set[tuple[int, int]] = set()   # (lhs, origin): advanced once
+        advanced = self._advances
         limit = self.max_items
         while agenda:
             r, d, o = agenda.pop()
@@ -242,13 +243,10 @@ class EarleyAutomaton:
                             agenda.append(it)
             elif (lhs, o) not in completed:
                 completed.add((lhs, o))
-                for r2, d2, o2 in waiting_of[o].get(lhs, ()):
-                    it = (r2, d2 + 1, o2)
-                    if it not in items:
-                        items.add(it)
-                        agenda.append(it)
-                for r2, d2, _o2 in predictions[o].waiting.get(lhs, ()):
-                    it = (r2, d2 + 1, o)
+                moved = advanced.get((o, lhs))
+                if moved is None:
+                    moved = advanced[(o, lhs)] = self._advanced(o, lhs)
+                for it in moved:
                     if it not in items:
                         items.add(it)
                         agenda.append(it)
@@ -286,6 +284,12 @@ class EarleyAutomaton:
         self.accepting.append(accepting)
         self.waiting.append(waiting)
         return sid
+
+    def _advanced(self, o: int, lhs: int) -> tuple[Item, ...]:
+        """The items of set ``o`` waiting for ``lhs``, advanced over it (origins resolved to ``o``)."""
+        out = [(r, d + 1, o2) for r, d, o2 in self.waiting[o].get(lhs, ())]
+        out += [(r, d + 1, o) for r, d, _o2 in self.predictions[o].waiting.get(lhs, ())]
+        return tuple(out)
 
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
         """The set after reading a lexeme whose readings are ``terms``; -1 if none fits.
