@@ -31,11 +31,8 @@ MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precompute
 MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
 MIN_INHERITED_TOKENS = 32  # inherit at least this many tokens from a hub or from START
 MEET_STEPS = 6             # bytes a walk is compared with the walk from START (see _start_meets)
-CHAIN_MIN_TOKENS = 32   # try a counter chain (see _counter_chain) for at least this many candidates
-CHAIN_MIN_PURE = 16     # ... and take it when at least this many of them run along it
+CHAIN_MIN_TOKENS = 256  # try a counter chain (see _counter_chain) for at least this many candidates
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
-LONG_TAIL_TOKENS = 512  # ... and below this many when their remaining bytes are few (see _short_tail)
-PY_BYTES_PER_STEP = 100 # bytes walked in Python for the cost of one numpy step of the walk
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
 _FIRST_KEY = "tokentable.first_rows"
@@ -456,7 +453,7 @@ class TableBuilder:
         inherit: dict[int, np.ndarray] = {}
         chained = None
         if not base and self.lookup is not None:
-            cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr, row)
+            cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr)
             cand, state, ptr, from_start = self._start_meets(cand, state, ptr)
             if from_start is not None:
                 inherit[START] = from_start
@@ -502,7 +499,7 @@ class TableBuilder:
         # a token is pure when no byte after its first lies outside B (256-bit byte sets)
         outside = (~np.packbits(in_b, bitorder="little").view(np.uint64)).tolist()
         enter = np.flatnonzero(state == q1)
-        if enter.size < CHAIN_MIN_PURE:
+        if enter.size < CHAIN_MIN_TOKENS // 2:
             return dead
         sub = cand.take(enter)
         bad = None
@@ -513,7 +510,7 @@ class TableBuilder:
         pure = np.zeros(cand.size, dtype=bool)
         pure[enter] = True if bad is None else bad == 0
         n_pure = int(np.count_nonzero(pure))
-        if n_pure < CHAIN_MIN_PURE:
+        if n_pure < CHAIN_MIN_TOKENS // 2:
             return dead
         ends = self.layout.ends.take(cand)
         lens = ends - ptr + 1               # ptr sits at each token's second byte
@@ -540,7 +537,7 @@ class TableBuilder:
         keep = ~sel
         return cand[keep], state[keep], ptr[keep], (cand.take(idx), fin)
 
-    def _second_byte_hubs(self, cand, state, ptr, row=None):
+    def _second_byte_hubs(self, cand, state, ptr):
         """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
 
         If a token's first two bytes take this state to hub ``h`` and also take ``h`` back
@@ -548,9 +545,7 @@ class TableBuilder:
         the token reads as from ``h``. Such tokens (for example every word that leaves a
         property-name trie for the generic key string after one letter) are inherited from
         ``h``'s table instead of walked. Returns the remaining ``(cand, state, ptr)`` and
-        ``{h: row}`` of inherited tokens. ``row`` (this state's transition row, whose live
-        targets are the states after the first byte) lets it stop early when no second byte
-        can enter a hub.
+        ``{h: row}`` of inherited tokens.
         """
         layout, dfa = self.layout, self.dfa
         if not cand.size or not self._hubs:
@@ -558,11 +553,6 @@ class TableBuilder:
         if self._rows is None and not dfa.row_done.take(state).all():
             dfa.ensure_rows(state)
             self._sync()
-        # first, per distinct state after the first byte: can a second byte enter a hub at all?
-        after = _distinct(row[row != DEAD]) if row is not None else np.flatnonzero(np.bincount(state))
-        targets = self._ext[after, :256]
-        if not (self.hub.take(targets) >= 0).any():
-            return cand, state, ptr, {}
         second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)
         slot = self.hub.take(np.maximum(nxt, 0))
@@ -763,7 +753,7 @@ class TableBuilder:
         idx = np.arange(n)
         ptr = ptr.copy()
         while idx.size:
-            if idx.size <= SMALL_WALK or (idx.size <= LONG_TAIL_TOKENS and self._short_tail(idx, ptr, ends)):
+            if idx.size <= SMALL_WALK:
                 self._finish_small(idx, state, ptr, ends, fin, nb, lex)
                 break
             if self._hubs:
@@ -784,16 +774,6 @@ class TableBuilder:
             state = nxt
             ptr += 1
         return fin, nb, lex
-
-    @staticmethod
-    def _short_tail(idx, ptr, ends) -> bool:
-        """Whether the running tokens are cheaper to finish in Python than in numpy steps.
-
-        A numpy step costs about as much as :data:`PY_BYTES_PER_STEP` bytes walked in
-        Python, and the walk needs as many steps as the longest remaining token has bytes.
-        """
-        rem = ends.take(idx) - ptr
-        return int(rem.sum()) <= PY_BYTES_PER_STEP * int(rem.max())
 
     def _stop(self, stop, idx, state, b, nxt, fin, nb, lex) -> None:
         """Tokens ``stop`` reached their end (record the final state) or killed their lexeme.
