@@ -50,6 +50,13 @@ def bitmask_to_ids(row: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bitmask_to_bool(row, vocab_size))
 
 
+def bitmask_popcounts(rows: np.ndarray) -> np.ndarray:
+    """Number of set bits in each row of a 2-D int32 bitmask (int64 per row)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(rows.view(np.uint32)).sum(axis=1, dtype=np.int64)
+    return np.unpackbits(rows.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
+
+
 def fill_row(bitmask, row: int, words: np.ndarray) -> None:
     """Copy one packed row into ``bitmask[row]`` (numpy or torch int32)."""
     n = min(bitmask.shape[1], words.shape[0])

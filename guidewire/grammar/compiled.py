@@ -15,12 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..core.bitmask import bitmask_words, fill_row, ids_to_bitmask
+from ..core.bitmask import bitmask_popcounts, bitmask_words, fill_row, ids_to_bitmask
 from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGrammarError
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
-from .tokentable import TableBuilder, TokenTable, _popcounts, vocab_layout
+from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
 EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
@@ -145,7 +145,7 @@ class CompiledGrammar:
         masks = table.masks[keep]
         masks.setflags(write=False)
         return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks,
-                       n_tokens=int(_popcounts(masks).sum()))
+                       n_tokens=int(bitmask_popcounts(masks).sum()))
 
     def _lexeme_follow(self) -> list:
         """Per lexer terminal set: (terminals that may follow it, ignored ones included; its own

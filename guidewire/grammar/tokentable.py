@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.bitmask import bitmask_words
+from ..core.bitmask import bitmask_popcounts, bitmask_words
 from .lexer import DEAD, START, ByteDFA
 from .lexer import concat_ranges as _ranges
 
@@ -692,7 +692,7 @@ class TableBuilder:
                 self._busy.discard(h)
             sel = self.first_byte_row(first)
             sub = table.masks & sel
-            counts = _popcounts(sub)
+            counts = bitmask_popcounts(sub)
             n_tokens += int(counts.sum())
             for k in np.flatnonzero(counts).tolist():
                 g = table.groups[k]
@@ -912,15 +912,8 @@ def _distinct(values: np.ndarray) -> list[int]:
     return sorted(set(values.tolist()))
 
 
-def _popcounts(rows: np.ndarray) -> np.ndarray:
-    """Set bits per row of a 2-D int32 bitmask."""
-    if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(rows.view(np.uint32)).sum(axis=1, dtype=np.int64)
-    return np.unpackbits(rows.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
-
-
 def _popcount(row: np.ndarray) -> int:
-    return int(_popcounts(row[None])[0])
+    return int(bitmask_popcounts(row[None])[0])
 
 
 def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
