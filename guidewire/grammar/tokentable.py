@@ -44,6 +44,7 @@ LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
 DENSE_KEY_SPACE = 1 << 12   # group keys below this are made dense with a lookup table, not a sort
 DENSE_KEY_RATIO = 4         # ... and so are keys whose space is at most this many times their number
 FEW_KEYS = 32               # up to this many keys are made dense in plain Python
+SUM_ROWS_TOKENS = 64        # group rows are summed (bincount) from this many tokens per group on
 
 
 @dataclass(frozen=True)
@@ -464,7 +465,8 @@ class TableBuilder:
             cand = np.concatenate([cand, chained[0]])
             fin = np.concatenate([fin, chained[1]])
             nb = np.concatenate([nb, np.zeros(chained[0].size, dtype=np.int64)])
-            lex = np.concatenate([lex, np.full((chained[0].size, MAX_TRACKED_BOUNDARIES), -1, dtype=np.int64)])
+            lex = np.concatenate([lex, np.full((MAX_TRACKED_BOUNDARIES, chained[0].size), -1, dtype=np.int64)],
+                                 axis=1)
         groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
         if reused and base:
             groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
@@ -535,7 +537,7 @@ class TableBuilder:
             return dead
         fin = np.asarray(chain, dtype=np.int64).take(lens.take(idx) - 1)
         keep = ~sel
-        return cand[keep], state[keep], ptr[keep], (cand.take(idx), fin)
+        return (*_kept(keep, cand, state, ptr), (cand.take(idx), fin))
 
     def _second_byte_hubs(self, cand, state, ptr):
         """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
@@ -580,7 +582,7 @@ class TableBuilder:
         if not out:
             return cand, state, ptr, {}
         keep = ~take
-        return cand[keep], state[keep], ptr[keep], out
+        return (*_kept(keep, cand, state, ptr), out)
 
     def _start_meets(self, cand, state, ptr):
         """Split off the candidates that read from here exactly as from ``START``.
@@ -647,13 +649,14 @@ class TableBuilder:
             done = (a == z) | ended | killed
             same[idx[done]] = True
             go = ~done & (na > DEAD) & (nz > DEAD)
-            idx, a, z, p = idx[go], na[go], nz[go], p[go] + 1
+            idx, a, z, p = _kept(go, idx, na, nz, p)
+            p += 1
         hit = np.flatnonzero(same)
         if hit.size < MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
         row = _row_of(layout.ids.take(cand.take(hit)), layout.words)
         keep = ~same
-        return cand[keep], state[keep], ptr[keep], row
+        return (*_kept(keep, cand, state, ptr), row)
 
     def _reusable_hubs(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Hubs ``h != q`` that read a token's first byte the way ``q`` does.
@@ -740,7 +743,8 @@ class TableBuilder:
         """Walk tokens from ``state`` (int64) at flat positions ``ptr`` to their ``ends``.
 
         Returns (final state, DEAD if unlexable; number of completed lexemes; the first
-        :data:`MAX_TRACKED_BOUNDARIES` lexemes, -1 padded). One numpy step per byte that
+        :data:`MAX_TRACKED_BOUNDARIES` lexemes, -1 padded, as rows: ``lex[k]`` holds every
+        token's ``k``-th lexeme). One numpy step per byte that
         is not a hub self-loop; the extended transition table sends the sentinel to
         ``-1 - state``, so finished and killed tokens are found with one comparison.
         """
@@ -749,7 +753,7 @@ class TableBuilder:
         n = state.size
         fin = np.zeros(n, dtype=np.int64)
         nb = np.zeros(n, dtype=np.int64)
-        lex = np.full((n, MAX_TRACKED_BOUNDARIES), -1, dtype=np.int64)
+        lex = np.full((MAX_TRACKED_BOUNDARIES, n), -1, dtype=np.int64)
         idx = np.arange(n)
         ptr = ptr.copy()
         while idx.size:
@@ -770,7 +774,7 @@ class TableBuilder:
             if stop.size:
                 self._stop(stop, idx, state, b, nxt, fin, nb, lex)
                 keep = nxt > DEAD
-                idx, nxt, ptr = idx[keep], nxt[keep], ptr[keep]
+                idx, nxt, ptr = _kept(keep, idx, nxt, ptr)
             state = nxt
             ptr += 1
         return fin, nb, lex
@@ -797,7 +801,7 @@ class TableBuilder:
         if good.size:
             pos = nb.take(good)
             track = pos < MAX_TRACKED_BOUNDARIES
-            lex[good[track], pos[track]] = e[ok][track]
+            lex[pos[track], good[track]] = e[ok][track]
             nb[good] += 1
             if not track.all():  # one lexeme too many: left to the exact regrouping
                 nxt[stop[ok][~track]] = DEAD
@@ -820,7 +824,7 @@ class TableBuilder:
             room = MAX_TRACKED_BOUNDARIES - count
             lexemes, f = self._walk_bytes(q, raw[p:end], room)
             for k, e in enumerate(lexemes[:room]):
-                lex[i, count + k] = e
+                lex[count + k, i] = e
             nb[i] = count + len(lexemes)
             fin[i] = f if len(lexemes) <= room else DEAD
 
@@ -857,18 +861,33 @@ class TableBuilder:
         words = layout.words
         over = nb > MAX_TRACKED_BOUNDARIES
         alive_id = self.alive_id.take(fin)
-        live = np.flatnonzero((fin != DEAD) & (alive_id >= 0) & ~over)
-        n_sets = len(self.dfa.term_sets) + 1
-        n_alive = max(len(self._alive_values), 1)
-        # key of a token: (lexeme count, first lexeme, second lexeme, alive id), each part
-        # first renumbered densely among the values present, so the mixed-radix key space
-        # is the product of the few values that occur, not of all term sets and alive sets
-        first_u, first_i = _dense_ids(lex[live, 0] + 1, n_sets)
-        second_u, second_i = _dense_ids(lex[live, 1] + 1, n_sets)
-        alive_u, alive_i = _dense_ids(alive_id.take(live), n_alive)
-        radix = (first_u.size, second_u.size, alive_u.size)
-        key = ((nb.take(live) * radix[0] + first_i) * radix[1] + second_i) * radix[2] + alive_i
-        uniq, gid = _dense_ids(key, (MAX_TRACKED_BOUNDARIES + 1) * radix[0] * radix[1] * radix[2])
+        # DEAD has no alive set, and a token with too many lexemes was stopped in DEAD
+        live = np.flatnonzero(alive_id >= 0)
+        # key of a token: (its lexemes, its alive set), each part renumbered densely among
+        # the values present. Most tokens complete no lexeme; the lexeme pairs (the count
+        # is implied: a missing lexeme is -1) are renumbered among the others only
+        alive_u, key = _dense_ids(alive_id.take(live), max(len(self._alive_values), 1))
+        n_alive = alive_u.size
+        bounded = np.flatnonzero(nb.take(live))
+        n1 = len(self.dfa.term_sets) + 1
+        if bounded.size:
+            at = live.take(bounded)
+            pair_u, pair_i = _dense_ids((lex[0].take(at) + 1) * n1 + lex[1].take(at) + 1, n1 * n1)
+            key = key.copy()
+            key[bounded] += (pair_i + 1) * n_alive
+            uniq, gid = _dense_ids(key, (pair_u.size + 1) * n_alive)
+        else:
+            pair_u = np.zeros(0, dtype=np.int64)
+            uniq, gid = np.arange(n_alive), key
+        lexemes_of = [()]
+        for code in pair_u.tolist():
+            l1, l2 = divmod(code, n1)
+            lexemes_of.append((l1 - 1,) if l2 == 0 else (l1 - 1, l2 - 1))
+        alive_values = [self._alive_values[a] for a in alive_u.tolist()]
+        groups: list[tuple[tuple[int, ...], int]] = []
+        for k in uniq.tolist():
+            p, a = divmod(k, n_alive)
+            groups.append((lexemes_of[p], alive_values[a]))
         toks = layout.ids.take(cand.take(live))
         extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
         n_tokens = int(live.size)
@@ -880,13 +899,6 @@ class TableBuilder:
                     sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
                     n_tokens += 1
             extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
-        groups: list[tuple[tuple[int, ...], int]] = []
-        for k in uniq.tolist():
-            k, al = divmod(k, radix[2])
-            k, l2 = divmod(k, radix[1])
-            count, l1 = divmod(k, radix[0])
-            lexemes = (int(first_u[l1]) - 1, int(second_u[l2]) - 1)[:count]
-            groups.append((lexemes, self._alive_values[int(alive_u[al])]))
         rows = _group_rows(gid, toks, len(groups), words)
         index = {g: i for i, g in enumerate(groups)}
         more = []
@@ -910,6 +922,13 @@ class TableBuilder:
 def _distinct(values: np.ndarray) -> list[int]:
     """Sorted distinct values of a small array (no ``np.unique``: it imports ``numpy.ma`` lazily)."""
     return sorted(set(values.tolist()))
+
+
+def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``a[keep]`` for each array (one ``flatnonzero``, then ``take``: boolean indexing of
+    large arrays with an irregular mask is several times slower)."""
+    idx = np.flatnonzero(keep)
+    return tuple(a.take(idx) for a in arrays)
 
 
 def _popcount(row: np.ndarray) -> int:
@@ -950,20 +969,21 @@ def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _group_rows(gid: np.ndarray, toks: np.ndarray, n_groups: int, words: int) -> np.ndarray:
-    """Bitmask rows of ``n_groups`` groups (token ``toks[i]`` in group ``gid[i]``)."""
+    """Bitmask rows of ``n_groups`` groups (token ``toks[i]`` in group ``gid[i]``; tokens distinct).
+
+    Few tokens per group are scattered with ``bitwise_or.at``. Many are summed with one
+    ``bincount`` per (group, word): the bits of distinct tokens are distinct powers of two
+    below 2**32, so their sum is exact in float64 and equals their OR.
+    """
     if n_groups == 0:
         return np.zeros((0, words), dtype=np.int32)
-    counts = np.bincount(gid, minlength=n_groups)
-    big = np.flatnonzero(counts >= max(words // 4, 64))
-    if not big.size:
+    if n_groups == 1:
+        return _row_of(toks, words)[None]
+    if toks.size < SUM_ROWS_TOKENS * n_groups:
         return rows_by_group(gid, toks, n_groups, words)
-    is_big = np.zeros(n_groups, dtype=bool)
-    is_big[big] = True
-    small = ~is_big.take(gid)
-    rows = rows_by_group(gid[small], toks[small], n_groups, words)
-    for g in big.tolist():
-        rows[g] = ids_row(toks[gid == g], words)
-    return rows
+    sums = np.bincount(gid * words + (toks >> 5), weights=np.left_shift(1, toks & 31),
+                       minlength=n_groups * words)
+    return sums.astype(np.uint32).view(np.int32).reshape(n_groups, words)
 
 
 def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:
