@@ -76,3 +76,19 @@ def test_concat_ranges():
     expected = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])
     assert np.array_equal(concat_ranges(lo, hi), expected)
     assert concat_ranges(np.array([4]), np.array([4])).size == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(-3, 8), st.booleans()), max_size=60))
+def test_concat_ranges_matches_python_on_random_ranges(spec):
+    """Both the merged-run path (consecutive ranges, as token buckets give) and the
+    cumulative-sum path (many runs) concatenate exactly the ranges, in order."""
+    lo, hi, cur = [], [], 0
+    for start, length, chained in spec:
+        a = cur if chained else start      # a range continuing the previous one, or anywhere
+        lo.append(a)
+        hi.append(a + length)
+        cur = max(a + length, a)
+    expected = [x for a, b in zip(lo, hi) for x in range(a, b)]
+    got = concat_ranges(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
+    assert got.dtype == np.int64 and got.tolist() == expected

@@ -126,7 +126,7 @@ class CompiledGrammar:
         grammar's FOLLOW sets say so), so it is never scanned at mask time.
         """
         follow = self._lexeme_follow()
-        keep = []
+        keep, drop = [], []
         for g, (lexemes, alive) in enumerate(table.groups):
             nxt = -1   # what may come after the lexemes so far (-1: anything)
             ok = True
@@ -140,12 +140,15 @@ class CompiledGrammar:
                 nxt = f[0]
             if ok and alive & nxt:
                 keep.append(g)
-        if len(keep) == len(table.groups):
+            else:
+                drop.append(g)
+        if not drop:
             return table
         masks = table.masks[keep]
         masks.setflags(write=False)
+        dropped = int(bitmask_popcounts(table.masks[drop]).sum())   # groups hold disjoint tokens
         return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks,
-                       n_tokens=int(bitmask_popcounts(masks).sum()))
+                       n_tokens=table.n_tokens - dropped)
 
     def _lexeme_follow(self) -> list:
         """Per lexer terminal set: (terminals that may follow it, ignored ones included; its own

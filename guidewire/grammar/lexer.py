@@ -27,6 +27,7 @@ DEAD = 0
 START = 1
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
+FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
 @dataclass(frozen=True)
@@ -420,17 +421,30 @@ def _refine_exact(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int
 
 
 def concat_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised)."""
+    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised).
+
+    Ranges that continue one another (``lo[k + 1] == hi[k]``, such as the token buckets
+    of consecutive first bytes) are merged first; a few merged runs are filled with
+    ``arange``, many with one cumulative sum.
+    """
     lens = hi - lo
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
     keep = lens > 0
-    lo, lens = lo[keep], lens[keep]
+    if not keep.all():
+        lo, hi, lens = lo[keep], hi[keep], lens[keep]
+    if lo.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    heads = np.flatnonzero(lo[1:] != hi[:-1]) + 1
+    if heads.size < FEW_RUNS:
+        firsts = [int(lo[0])] + lo.take(heads).tolist()
+        lasts = hi.take(heads - 1).tolist() + [int(hi[-1])]
+        if len(firsts) == 1:
+            return np.arange(firsts[0], lasts[0], dtype=np.int64)
+        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in zip(firsts, lasts)])
+    total = int(lens.sum())
     step = np.ones(total, dtype=np.int64)
-    heads = np.cumsum(lens) - lens
+    starts = np.cumsum(lens) - lens
     step[0] = lo[0]
-    step[heads[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
+    step[starts[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
     return np.cumsum(step)
 
 

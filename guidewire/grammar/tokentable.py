@@ -817,16 +817,46 @@ class TableBuilder:
             ptr[sel] = self._hub(slot).run_ends.take(ptr.take(sel))
 
     def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
-        """Finish the last few running tokens byte by byte in Python."""
+        """Finish the last few running tokens byte by byte in Python (results written back at once)."""
         raw = self.layout.raw
-        for i, q, p, end in zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist()):
-            count = int(nb[i])
-            room = MAX_TRACKED_BOUNDARIES - count
-            lexemes, f = self._walk_bytes(q, raw[p:end], room)
-            for k, e in enumerate(lexemes[:room]):
-                lex[count + k, i] = e
-            nb[i] = count + len(lexemes)
-            fin[i] = f if len(lexemes) <= room else DEAD
+        rows = self._rows
+        jobs = zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist(), nb.take(idx).tolist())
+        if rows is None:   # a lazily built lexer: rows are computed as the walk needs them
+            for i, q, p, end, count in jobs:
+                room = MAX_TRACKED_BOUNDARIES - count
+                lexemes, f = self._walk_bytes(q, raw[p:end], room)
+                for k, e in enumerate(lexemes[:room]):
+                    lex[count + k, i] = e
+                nb[i] = count + len(lexemes)
+                fin[i] = f if len(lexemes) <= room else DEAD
+            return
+        emit = self.dfa.emit
+        start = rows[START]
+        finals, counts, at_k, at_i, at_e = [], [], [], [], []
+        for i, q, p, end, count in jobs:
+            for b in raw[p:end]:
+                nq = rows[q][b]
+                if nq == DEAD:          # the lexeme ends before b: record it, restart at START
+                    e = emit[q]
+                    if e < 0:
+                        q = DEAD
+                        break
+                    if count < MAX_TRACKED_BOUNDARIES:
+                        at_k.append(count)
+                        at_i.append(i)
+                        at_e.append(e)
+                    count += 1
+                    nq = start[b]
+                    if count > MAX_TRACKED_BOUNDARIES or nq == DEAD:   # too many lexemes: regrouped later
+                        q = DEAD
+                        break
+                q = nq
+            finals.append(q)
+            counts.append(count)
+        fin[idx] = finals
+        nb[idx] = counts
+        if at_i:
+            lex[at_k, at_i] = at_e
 
     def _walk_bytes(self, q: int, data, limit: int | None = None) -> tuple[list[int], int]:
         """:func:`walk_token` on plain rows; stops (final state DEAD) after ``limit + 1`` lexemes."""
