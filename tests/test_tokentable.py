@@ -92,6 +92,46 @@ def test_table_covers_every_token(grammars):
             check_state(builder, q, g.vocab.normal_ids.tolist()[::7])
 
 
+@pytest.mark.parametrize("path", ["numpy", "python"])
+def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, path):
+    """The walk's and the grouping's numpy and plain-Python paths both match the slow walk.
+
+    The thresholds are forced so that one path handles every table; the states are the
+    first 40 of each grammar (string bodies, numbers, keywords, whitespace).
+    """
+    import guidewire.grammar.tokentable as tt
+
+    big = 10**9
+    for name, value in {"SMALL_WALK": 0 if path == "numpy" else big, "SMALL_WALK_TOKENS": 0,
+                        "SMALL_GROUP": 0 if path == "numpy" else big}.items():
+        monkeypatch.setattr(tt, name, value)
+    rng = np.random.default_rng(1)
+    for g in grammars.values():
+        g.dfa.build_all(limit=5000)
+        builder = TableBuilder(g.dfa, g.vocab)
+        tokens = interesting_tokens(g.vocab, b'abcdefnrstul"{}[],: 0123456789.-+eE\n', rng, limit=800)
+        for q in range(1, min(40, g.dfa.n_states)):
+            check_state(builder, q, tokens)
+
+
+def test_hub_meet_needs_an_unbroken_lexeme(smollm2, monkeypatch):
+    """From the state after ``z``, ``ba`` reads as ``T2("zb")`` then ``IDENT("a")``: it enters the
+    identifier hub with loop bytes only, but across a lexeme end, so it must not be read as
+    from that hub (where ``ba`` is one identifier). The numpy walk is forced (it meets hubs)."""
+    import guidewire.grammar.tokentable as tt
+
+    monkeypatch.setattr(tt, "SMALL_WALK", 0)
+    monkeypatch.setattr(tt, "SMALL_WALK_TOKENS", 0)
+    g = compile_lark('start: item+\nitem: T | T2 | IDENT\nT: "z"\nT2: "zb"\nIDENT: /[a-m]+/\n', smollm2)
+    dfa, vocab = g.dfa, g.vocab
+    dfa.build_all()
+    q = dfa.step(START, ord("z"))
+    builder = TableBuilder(dfa, vocab, lookup=lambda h: builder.table(h))
+    ids = [t for t in vocab.normal_ids.tolist() if set(vocab.token_bytes[t]) <= set(b"abcdefghijklmz")]
+    assert vocab.bytes_to_tokens()[b"ba"] in ids
+    check_state(builder, q, ids)
+
+
 def test_build_table_is_the_builder_table(grammars):
     g = grammars["json"]
     a, b = build_table(g.dfa, 2, g.vocab), TableBuilder(g.dfa, g.vocab).table(2)

@@ -33,6 +33,9 @@ MIN_INHERITED_TOKENS = 32  # inherit at least this many tokens from a hub or fro
 MEET_STEPS = 6             # bytes a walk is compared with the walk from START (see _start_meets)
 CHAIN_MIN_TOKENS = 256  # try a counter chain (see _counter_chain) for at least this many candidates
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
+SMALL_WALK_TOKENS = 256  # ... and so it does for up to this many tokens with at most
+SMALL_WALK_BYTES = 512   # ... this many bytes left in all (a numpy step costs as much as ~150 bytes)
+SMALL_GROUP = 96        # up to this many walked tokens are grouped in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
 _FIRST_KEY = "tokentable.first_rows"
@@ -322,6 +325,8 @@ class TableBuilder:
         self.emit = self.alive_id = self.hub = np.zeros(0, dtype=np.int64)
         self._copied = np.zeros(0, dtype=bool)
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
+        self._rows: list[list[int]] | None = None      # every row as a list, once all are built
+        self._lazy_rows: _RowLists | None = None        # else the rows converted so far
 
     # cached per-state arrays, refreshed incrementally when the DFA grows
     def _sync(self) -> None:
@@ -460,7 +465,11 @@ class TableBuilder:
                 inherit[START] = from_start
         if not base:
             cand, state, ptr, chained = self._counter_chain(row, cand, state, ptr)
-        fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand))
+        met: dict[int, list[np.ndarray]] | None = None if base or self.lookup is None else {}
+        fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand), met)
+        for h, parts in (met or {}).items():
+            r = _row_of(layout.ids.take(cand.take(np.concatenate(parts))), layout.words)
+            inherit[h] = inherit[h] | r if h in inherit else r
         if chained is not None:   # these end inside the chain, completing no lexeme
             cand = np.concatenate([cand, chained[0]])
             fin = np.concatenate([fin, chained[1]])
@@ -739,14 +748,20 @@ class TableBuilder:
         cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return cand, stays
 
-    def _walk(self, state: np.ndarray, ptr: np.ndarray, ends: np.ndarray):
+    def _walk(self, state: np.ndarray, ptr: np.ndarray, ends: np.ndarray, met: dict | None = None):
         """Walk tokens from ``state`` (int64) at flat positions ``ptr`` to their ``ends``.
 
+        ``ptr`` must sit at each token's second byte (``state`` is the state after the first).
         Returns (final state, DEAD if unlexable; number of completed lexemes; the first
         :data:`MAX_TRACKED_BOUNDARIES` lexemes, -1 padded, as rows: ``lex[k]`` holds every
         token's ``k``-th lexeme). One numpy step per byte that
         is not a hub self-loop; the extended transition table sends the sentinel to
         ``-1 - state``, so finished and killed tokens are found with one comparison.
+
+        With ``met`` (a dict), a token that reaches a hub ``h`` before ending a lexeme,
+        having read only bytes of ``h``'s self-loop, reads from here exactly as from ``h``
+        (from ``h`` the same bytes loop in ``h``, then both walks go on from ``h`` alike):
+        it leaves the walk (final state DEAD) and its index goes to ``met[h]``.
         """
         dfa = self.dfa
         flat = self.layout.flat
@@ -755,14 +770,22 @@ class TableBuilder:
         nb = np.zeros(n, dtype=np.int64)
         lex = np.full((MAX_TRACKED_BOUNDARIES, n), -1, dtype=np.int64)
         idx = np.arange(n)
+        origin = ptr - 1
         ptr = ptr.copy()
         while idx.size:
-            if idx.size <= SMALL_WALK:
+            if idx.size <= SMALL_WALK or (idx.size <= SMALL_WALK_TOKENS
+                                          and int((ends.take(idx) - ptr).sum()) <= SMALL_WALK_BYTES):
                 self._finish_small(idx, state, ptr, ends, fin, nb, lex)
                 break
             if self._hubs:
                 hub = self.hub.take(state)
                 jump = np.flatnonzero(hub >= 0)
+                if jump.size and met is not None:
+                    gone = self._meet_hubs(jump, hub.take(jump), idx, state, ptr, origin, nb, met)
+                    if gone is not None:
+                        idx, state, ptr = _kept(~gone, idx, state, ptr)
+                        hub = self.hub.take(state)
+                        jump = np.flatnonzero(hub >= 0)
                 if jump.size:
                     self._jump(ptr, jump, hub.take(jump))
             if self._rows is None and not dfa.row_done.take(state).all():
@@ -778,6 +801,35 @@ class TableBuilder:
             state = nxt
             ptr += 1
         return fin, nb, lex
+
+    def _meet_hubs(self, jump, slots, idx, state, ptr, origin, nb, met):
+        """Running tokens ``jump`` sit in hubs (``slots``): take out those that read as from their hub.
+
+        A token qualifies when it has ended no lexeme and every byte it read so far is a
+        self-loop byte of its hub (the hub's run from the token's first byte reaches ``ptr``),
+        and the hub's table is not being built. Returns a bool per running token (None if none).
+        """
+        at = idx.take(jump)
+        ok = nb.take(at) == 0
+        if not ok.any():
+            return None
+        gone = None
+        for slot in _distinct(slots[ok]):
+            sel = np.flatnonzero(ok & (slots == slot))
+            runs = self._hub(slot).run_ends
+            sel = sel[runs.take(origin.take(at.take(sel))) >= ptr.take(jump.take(sel))]
+            if not sel.size:
+                continue
+            where = state.take(jump.take(sel))
+            for h in _distinct(where):
+                if h in self._busy:
+                    continue
+                pick = sel[where == h]
+                met.setdefault(h, []).append(at.take(pick))
+                if gone is None:
+                    gone = np.zeros(idx.size, dtype=bool)
+                gone[jump.take(pick)] = True
+        return gone
 
     def _stop(self, stop, idx, state, b, nxt, fin, nb, lex) -> None:
         """Tokens ``stop`` reached their end (record the final state) or killed their lexeme.
@@ -819,17 +871,8 @@ class TableBuilder:
     def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
         """Finish the last few running tokens byte by byte in Python (results written back at once)."""
         raw = self.layout.raw
-        rows = self._rows
+        rows = self._row_lists()
         jobs = zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist(), nb.take(idx).tolist())
-        if rows is None:   # a lazily built lexer: rows are computed as the walk needs them
-            for i, q, p, end, count in jobs:
-                room = MAX_TRACKED_BOUNDARIES - count
-                lexemes, f = self._walk_bytes(q, raw[p:end], room)
-                for k, e in enumerate(lexemes[:room]):
-                    lex[count + k, i] = e
-                nb[i] = count + len(lexemes)
-                fin[i] = f if len(lexemes) <= room else DEAD
-            return
         emit = self.dfa.emit
         start = rows[START]
         finals, counts, at_k, at_i, at_e = [], [], [], [], []
@@ -858,11 +901,18 @@ class TableBuilder:
         if at_i:
             lex[at_k, at_i] = at_e
 
+    def _row_lists(self):
+        """The transition rows as plain lists for byte-by-byte walks: all of them once the
+        lexer is fully built, else a dict that computes and converts rows on first use."""
+        if self._rows is not None:
+            return self._rows
+        if self._lazy_rows is None:
+            self._lazy_rows = _RowLists(self.dfa)
+        return self._lazy_rows
+
     def _walk_bytes(self, q: int, data, limit: int | None = None) -> tuple[list[int], int]:
         """:func:`walk_token` on plain rows; stops (final state DEAD) after ``limit + 1`` lexemes."""
-        rows = self._rows
-        if rows is None:
-            return walk_token(self.dfa, q, bytes(data))
+        rows = self._row_lists()
         emit = self.dfa.emit
         start = rows[START]
         lexemes: list[int] = []
@@ -881,15 +931,11 @@ class TableBuilder:
             q = nq
         return lexemes, q
 
-    def _group(self, q: int, cand: np.ndarray, fin, nb, lex, stays):
-        """Group walked tokens by (lexemes, alive terminals) and build the groups' rows.
+    def _group_keys(self, cand, fin, nb, lex):
+        """(groups, group index of each grouped token, its id) of walked tokens, vectorised.
 
-        ``stays`` are extra ``(final state, row)`` groups of tokens that complete no lexeme.
+        A token is grouped when it ends alive with at most :data:`MAX_TRACKED_BOUNDARIES` lexemes.
         """
-        self._sync()
-        layout = self.layout
-        words = layout.words
-        over = nb > MAX_TRACKED_BOUNDARIES
         alive_id = self.alive_id.take(fin)
         # DEAD has no alive set, and a token with too many lexemes was stopped in DEAD
         live = np.flatnonzero(alive_id >= 0)
@@ -918,9 +964,41 @@ class TableBuilder:
         for k in uniq.tolist():
             p, a = divmod(k, n_alive)
             groups.append((lexemes_of[p], alive_values[a]))
-        toks = layout.ids.take(cand.take(live))
+        return groups, gid, self.layout.ids.take(cand.take(live))
+
+    def _group_keys_small(self, cand, fin, nb, lex):
+        """:meth:`_group_keys` in plain Python, for a few tokens (groups in order of appearance)."""
+        alive = self.dfa.alive
+        index: dict[tuple[tuple[int, ...], int], int] = {}
+        gid, toks = [], []
+        for tok, f, count, l1, l2 in zip(self.layout.ids.take(cand).tolist(), fin.tolist(), nb.tolist(),
+                                         lex[0].tolist(), lex[1].tolist()):
+            bits = alive[f]
+            if not bits:            # DEAD, or stopped with too many lexemes
+                continue
+            key = ((() if count == 0 else (l1,) if count == 1 else (l1, l2)), bits)
+            g = index.get(key)
+            if g is None:
+                g = index[key] = len(index)
+            gid.append(g)
+            toks.append(tok)
+        return list(index), np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64)
+
+    def _group(self, q: int, cand: np.ndarray, fin, nb, lex, stays):
+        """Group walked tokens by (lexemes, alive terminals) and build the groups' rows.
+
+        ``stays`` are extra ``(final state, row)`` groups of tokens that complete no lexeme.
+        """
+        self._sync()
+        layout = self.layout
+        words = layout.words
+        over = nb > MAX_TRACKED_BOUNDARIES
+        if fin.size <= SMALL_GROUP:
+            groups, gid, toks = self._group_keys_small(cand, fin, nb, lex)
+        else:
+            groups, gid, toks = self._group_keys(cand, fin, nb, lex)
         extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
-        n_tokens = int(live.size)
+        n_tokens = int(toks.size)
         if over.any():  # many boundaries: regroup these few tokens exactly
             sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
             for tok in layout.ids.take(cand[over]).tolist():
@@ -947,6 +1025,22 @@ class TableBuilder:
             rows = np.concatenate([rows] + more)
         n_tokens += sum(_popcount(r) for _t, r in stays)
         return tuple(groups), rows, n_tokens
+
+
+class _RowLists(dict):
+    """Transition rows of a lazily built lexer DFA as plain lists, computed on first use
+    (a row never changes once computed)."""
+
+    def __init__(self, dfa: ByteDFA):
+        super().__init__()
+        self.dfa = dfa
+
+    def __missing__(self, q: int) -> list[int]:
+        dfa = self.dfa
+        if not dfa.row_done[q]:
+            dfa.compute_row(q)
+        row = self[q] = dfa.trans[q].tolist()
+        return row
 
 
 def _distinct(values: np.ndarray) -> list[int]:
