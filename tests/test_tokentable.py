@@ -345,3 +345,13 @@ def test_first_byte_row_matches_a_scan_of_the_vocabulary(smollm2, first_bytes):
     got = set(np.flatnonzero(bitmask_to_bool(first_byte_row(smollm2, sel), smollm2.vocab_size)).tolist())
     want = {t for t in smollm2.normal_ids.tolist() if smollm2.token_bytes[t][0] in first_bytes}
     assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5000), max_size=400), st.integers(0, 10**6), st.booleans())
+def test_distinct_values_match_a_set(values, offset, spread):
+    """The distinct-value helper (set, single-value and counting paths) is ``sorted(set(...))``."""
+    from guidewire.grammar.tokentable import _distinct
+
+    arr = np.array(values, dtype=np.int64) * (1000 if spread else 1) + offset
+    assert _distinct(arr) == sorted(set(arr.tolist()))

@@ -1044,7 +1044,18 @@ class _RowLists(dict):
 
 
 def _distinct(values: np.ndarray) -> list[int]:
-    """Sorted distinct values of a small array (no ``np.unique``: it imports ``numpy.ma`` lazily)."""
+    """Sorted distinct values of an array of non-negative ints (states, hub slots).
+
+    Small arrays go through a Python set; larger ones are checked for a single value,
+    then counted (no sort; ``np.unique`` would also import ``numpy.ma`` lazily).
+    """
+    if values.size <= FEW_KEYS:
+        return sorted(set(values.tolist()))
+    lo, hi = int(values.min()), int(values.max())
+    if lo == hi:
+        return [lo]
+    if hi - lo <= DENSE_KEY_RATIO * values.size + DENSE_KEY_SPACE:
+        return (np.flatnonzero(np.bincount(values - lo)) + lo).tolist()
     return sorted(set(values.tolist()))
 
 
