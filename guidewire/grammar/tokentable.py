@@ -34,7 +34,8 @@ MEET_STEPS = 6             # bytes a walk is compared with the walk from START (
 CHAIN_MIN_TOKENS = 256  # try a counter chain (see _counter_chain) for at least this many candidates
 SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
 SMALL_WALK_TOKENS = 256  # ... and so it does for up to this many tokens with at most
-SMALL_WALK_BYTES = 512   # ... this many bytes left in all (a numpy step costs as much as ~150 bytes)
+SMALL_WALK_BYTES = 512   # ... this many bytes left in all (a numpy step costs about as much as
+                         # walking 100 short tokens in Python, and a walk takes one per byte)
 SMALL_GROUP = 96        # up to this many walked tokens are grouped in pure Python
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
