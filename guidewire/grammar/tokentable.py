@@ -529,17 +529,18 @@ class TableBuilder:
         need = int(lens.max(where=pure, initial=0))
         b_bytes = np.flatnonzero(in_b)
         b0 = int(b_bytes[0])
-        dfa = self.dfa
+        rows = self._row_lists()
         chain = [q1]                        # chain[i]: the state after i + 1 bytes of B
-        while len(chain) < need:
-            qi = chain[-1]
-            if not dfa.row_done[qi]:
-                dfa.compute_row(qi)
-            r = dfa.trans[qi]
-            nxt = int(r[b0])
-            if nxt == DEAD or not (r.take(b_bytes) == nxt).all():
+        while len(chain) < need:            # follow one byte of B ...
+            nxt = rows[chain[-1]][b0]
+            if nxt == DEAD:
                 break
             chain.append(nxt)
+        if len(chain) > 1:                  # ... then cut where some other byte of B leaves the chain
+            steps = self.dfa.trans.take(chain[:-1], axis=0).take(b_bytes, axis=1)
+            broken = np.flatnonzero((steps != np.asarray(chain[1:])[:, None]).any(axis=1))
+            if broken.size:
+                chain = chain[:int(broken[0]) + 1]
         self._sync()
         sel = pure & (lens <= len(chain))
         idx = np.flatnonzero(sel)
