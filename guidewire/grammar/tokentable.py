@@ -470,7 +470,7 @@ class TableBuilder:
         fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand), met)
         for h, parts in (met or {}).items():
             r = _row_of(layout.ids.take(cand.take(np.concatenate(parts))), layout.words)
-            inherit[h] = inherit[h] | r if h in inherit else r
+            _add_row(inherit, h, r)
         if chained is not None:   # these end inside the chain, completing no lexeme
             cand = np.concatenate([cand, chained[0]])
             fin = np.concatenate([fin, chained[1]])
@@ -482,8 +482,7 @@ class TableBuilder:
             groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
         else:
             for h, first in reused:
-                fb = self.first_byte_row(first)
-                inherit[h] = inherit[h] | fb if h in inherit else fb
+                _add_row(inherit, h, self.first_byte_row(first))
         for r in inherit.values():
             r.setflags(write=False)
         return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask,
@@ -912,8 +911,8 @@ class TableBuilder:
             self._lazy_rows = _RowLists(self.dfa)
         return self._lazy_rows
 
-    def _walk_bytes(self, q: int, data, limit: int | None = None) -> tuple[list[int], int]:
-        """:func:`walk_token` on plain rows; stops (final state DEAD) after ``limit + 1`` lexemes."""
+    def _walk_bytes(self, q: int, data) -> tuple[list[int], int]:
+        """:func:`walk_token` on plain rows (for the exact regrouping of many-lexeme tokens)."""
         rows = self._row_lists()
         emit = self.dfa.emit
         start = rows[START]
@@ -925,8 +924,6 @@ class TableBuilder:
                 if e < 0:
                     return lexemes, DEAD
                 lexemes.append(e)
-                if limit is not None and len(lexemes) > limit:
-                    return lexemes, DEAD
                 nq = start[b]
                 if nq == DEAD:
                     return lexemes, DEAD
@@ -1013,8 +1010,7 @@ class TableBuilder:
         index = {g: i for i, g in enumerate(groups)}
         more = []
         for target, row in stays:
-            extra_key = ((), self.dfa.alive[target])
-            extra[extra_key] = extra[extra_key] | row if extra_key in extra else row
+            _add_row(extra, ((), self.dfa.alive[target]), row)
         for k, row in extra.items():
             i = index.get(k)
             if i is None:
@@ -1043,6 +1039,11 @@ class _RowLists(dict):
             dfa.compute_row(q)
         row = self[q] = dfa.trans[q].tolist()
         return row
+
+
+def _add_row(rows: dict, key, row: np.ndarray) -> None:
+    """``rows[key] |= row``, starting from ``row`` (never modifying a row passed in earlier)."""
+    rows[key] = rows[key] | row if key in rows else row
 
 
 def _distinct(values: np.ndarray) -> list[int]:
