@@ -92,3 +92,18 @@ def test_concat_ranges_matches_python_on_random_ranges(spec):
     expected = [x for a, b in zip(lo, hi) for x in range(a, b)]
     got = concat_ranges(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
     assert got.dtype == np.int64 and got.tolist() == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 40), st.integers(1, 256), st.integers(1, 6), st.integers(0, 2**32 - 1), st.booleans())
+def test_byte_classes_group_identical_columns(monkeypatch, n, width, distinct, seed, collide):
+    """Byte classes are exactly the groups of identical transition columns, hashes colliding or not."""
+    rng = np.random.default_rng(seed)
+    columns = rng.integers(0, n, size=(n, distinct), dtype=np.int32)
+    trans = columns[:, rng.integers(0, distinct, size=width)]
+    if collide:   # every column hashes alike: the exact comparison must take over
+        monkeypatch.setattr(lexer, "_hash_weights", lambda w: np.zeros(w, dtype=np.uint64))
+    picked = lexer._byte_classes(trans)
+    as_tuples = [tuple(trans[:, j]) for j in range(width)]
+    assert sorted(as_tuples[j] for j in picked) == sorted(set(as_tuples))
+    assert all(as_tuples.index(as_tuples[j]) == j for j in picked), "each class is named by its first byte"

@@ -337,9 +337,7 @@ class ByteDFA:
         """
         n = self.n_states
         trans = self.trans[:n]
-        # bytes with identical columns are interchangeable: refine over one column per byte class
-        _, byte_class = np.unique(trans.T, axis=0, return_index=True)
-        trans = trans[:, byte_class]
+        trans = trans[:, _byte_classes(trans)]   # bytes with identical columns are interchangeable
         index: dict[tuple[int, int], int] = {}
         label0 = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
                           dtype=np.int64)
@@ -401,10 +399,31 @@ def _refine_hashed(label: np.ndarray, trans: np.ndarray, rounds: int | None = No
     return label, n_classes, False
 
 
+def _byte_classes(trans: np.ndarray) -> np.ndarray:
+    """One byte (column of ``trans``) per class of bytes with identical columns.
+
+    Columns are grouped by a 64-bit hash, checked exactly; on a collision the columns are
+    compared whole (the slow path of ``np.unique(..., axis=0)``).
+    """
+    h = (trans.astype(np.uint64) * _hash_weights(trans.shape[0])[:, None]).sum(axis=0, dtype=np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    if np.array_equal(trans[:, first[inverse.reshape(-1)]], trans):
+        return first
+    return np.unique(trans.T, axis=0, return_index=True)[1]
+
+
+_WEIGHTS = np.zeros(0, dtype=np.uint64)
+
+
 def _hash_weights(width: int) -> np.ndarray:
-    """Fixed odd 64-bit weights for the row hashes of :func:`_refine_hashed`."""
-    return np.random.default_rng(0x5EED).integers(1, 1 << 62, size=width,
-                                                  dtype=np.int64).astype(np.uint64) | np.uint64(1)
+    """Fixed odd 64-bit hash weights, ``width`` of them (a prefix of one cached random array)."""
+    global _WEIGHTS
+    if _WEIGHTS.size < width:
+        size = max(width, 2 * _WEIGHTS.size, 1024)
+        weights = np.random.default_rng(0x5EED).integers(1, 1 << 62, size=size, dtype=np.int64)
+        _WEIGHTS = weights.astype(np.uint64) | np.uint64(1)
+        _WEIGHTS.setflags(write=False)
+    return _WEIGHTS[:width]
 
 
 def _refine_exact(label: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, int]:
