@@ -18,7 +18,8 @@ from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
 from .lexer import ByteDFA, Terminal, _reachable
-from .regex import NFA, compile_into, literal_into
+from .fragments import STORE, FragmentFacts, analyse, capture, splice
+from .regex import NFA, RegexFragment, compile_into, literal_into
 
 # common.lark terminals written with lookbehind, and lookaround-free regexes with the same
 # language under Lark's (shortest-match) lexing.
@@ -42,6 +43,7 @@ class TerminalSpec:
     flags: int = 0
     family: int = -1
     builder: object = None   # optional callable(nfa) -> RegexFragment building the terminal directly
+    key: object = None       # hashable; equal keys mean equal builder automata (shared across compiles)
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
@@ -53,30 +55,33 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
     nfa = NFA()
     lex_terms: list[Terminal] = []
     empty: set[int] = set()
+    placed: list[tuple[int, FragmentFacts]] | None = []   # per terminal: (first NFA state, facts)
     used_in_rules = {s for _lhs, rhs in rules for s in rhs if s < n_terms}
     for tid, spec in enumerate(terminals):
+        first = len(nfa)
         if tid not in used_in_rules and not spec.ignored:
             s, e = nfa.add_state(), nfa.add_state()  # never matches: keeps ids aligned
             lex_terms.append(Terminal(spec.name, s, e))
             empty.add(tid)
+            if placed is not None:
+                placed.append((first, FragmentFacts(b"\0\1", False)))
             continue
-        if spec.builder is not None:
-            frag = spec.builder(nfa)
-        elif spec.literal:
-            frag = literal_into(nfa, spec.pattern, spec.ignore_case)
+        if spec.literal:
             data = spec.pattern.encode("utf-8")
             if not spec.ignore_case and not vocab.can_spell(data):
                 raise InexpressibleLiteralError(
                     f"no sequence of tokens spells the literal {spec.pattern!r} (terminal {spec.name})")
-        else:
-            pattern = _EQUIVALENT_REGEX.get(spec.pattern, spec.pattern)
-            frag = compile_into(nfa, pattern, spec.flags)
+        frag, facts = _terminal_fragment(nfa, spec)
+        if facts is None:
+            placed = None   # a fragment that is not closed: the lexer analyses the whole NFA
+        elif placed is not None:
+            placed.append((first, facts))
         if frag.nullable and not allow_nullable:
             raise UnsupportedFeatureError(
                 f"terminal {spec.name} matches the empty string; every lexeme must be non-empty")
         lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
                                   lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family))
-    dfa = ByteDFA(nfa, lex_terms)
+    dfa = ByteDFA(nfa, lex_terms, fragments=placed)
     for tid in range(n_terms):
         if tid not in empty and not _has_path(dfa, lex_terms[tid]):
             empty.add(tid)
@@ -86,8 +91,36 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
     return grammar
 
 
+def _fragment_key(spec: TerminalSpec):
+    """What determines ``spec``'s automaton exactly (None: not shareable across compiles)."""
+    if spec.builder is not None:
+        return None if spec.key is None else ("builder", spec.key)
+    if spec.literal:
+        return ("literal", spec.pattern, spec.ignore_case)
+    return ("regex", spec.pattern, spec.flags)
+
+
+def _terminal_fragment(nfa: NFA, spec: TerminalSpec) -> tuple[RegexFragment, FragmentFacts | None]:
+    """Build ``spec`` into ``nfa`` (or copy it from the fragment store); its facts if it is closed."""
+    key = _fragment_key(spec)
+    stored = None if key is None else STORE.get(key)
+    if stored is not None:
+        return splice(nfa, stored), stored.facts
+    first = len(nfa)
+    if spec.builder is not None:
+        frag = spec.builder(nfa)
+    elif spec.literal:
+        frag = literal_into(nfa, spec.pattern, spec.ignore_case)
+    else:
+        frag = compile_into(nfa, _EQUIVALENT_REGEX.get(spec.pattern, spec.pattern), spec.flags)
+    facts = analyse(nfa, first, frag)
+    if facts is not None and key is not None and STORE.accepts(len(nfa) - first):
+        STORE.put(key, capture(nfa, first, frag, facts))
+    return frag, facts
+
+
 def _has_path(dfa: ByteDFA, term: Terminal) -> bool:
-    return term.start in dfa.live
+    return bool(dfa.live[term.start])
 
 
 def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGrammar:

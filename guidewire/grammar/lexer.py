@@ -16,11 +16,12 @@ on first use. State 0 is the dead state, state 1 the start of a lexeme.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..core.errors import LimitExceededError
+from .fragments import FragmentFacts
 from .regex import NFA
 
 DEAD = 0
@@ -48,18 +49,30 @@ class Terminal:
 class ByteDFA:
     """Lazily built DFA over bytes for a set of terminals sharing one :class:`NFA`."""
 
-    def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000):
+    def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000, *,
+                 fragments: list[tuple[int, FragmentFacts]] | None = None):
+        """``fragments`` (from the front end): per terminal, the first NFA state of its closed
+        fragment and the fragment's :class:`FragmentFacts`; the owner of each NFA state, its
+        liveness and each terminal's ``infinite`` then come from them, not whole-NFA searches."""
         self.nfa = nfa
         self.max_states = max_states
         n = len(nfa)
         owner = np.full(n, -1, dtype=np.int32)
-        for tid, term in enumerate(terminals):
-            for s in _reachable(nfa, term.start):
-                owner[s] = tid
+        if fragments is None:
+            for tid, term in enumerate(terminals):
+                for s in _reachable(nfa, term.start):
+                    owner[s] = tid
+            self.live = _coreachable(nfa, {t.accept for t in terminals})
+            self.terminals = [_with_infinite(nfa, t, self.live) for t in terminals]
+        else:
+            live = bytearray(n)
+            for tid, (first, facts) in enumerate(fragments):
+                owner[first:first + len(facts.live)] = tid
+                live[first:first + len(facts.live)] = facts.live
+            self.live = live
+            self.terminals = [replace(t, infinite=facts.infinite) for t, (_f, facts) in zip(terminals, fragments)]
         self.owner = owner
         self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
-        self.live = _coreachable(nfa, {t.accept for t in terminals})
-        self.terminals = [_with_infinite(nfa, t, self.live) for t in terminals]
         self.lazy = {tid for tid, t in enumerate(terminals) if t.lazy}
         self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
         self._states: list[frozenset[int]] = []
@@ -94,7 +107,7 @@ class ByteDFA:
 
     def _closure_dfs(self, seed: int) -> frozenset[int]:
         eps, live = self.nfa.eps, self.live
-        if seed not in live:
+        if not live[seed]:
             return frozenset()
         out = set()
         stack = [seed]
@@ -104,7 +117,7 @@ class ByteDFA:
                 continue
             out.add(s)
             for t in eps[s]:
-                if t in live and t not in out:
+                if live[t] and t not in out:
                     stack.append(t)
         return frozenset(out)
 
@@ -483,15 +496,13 @@ def _reachable(nfa: NFA, start: int) -> set[int]:
     return seen
 
 
-def _with_infinite(nfa: NFA, term: Terminal, live: set[int]) -> Terminal:
+def _with_infinite(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
     """Copy of ``term`` with ``infinite`` set iff its live automaton has a cycle."""
-    from dataclasses import replace
-
     color: dict[int, int] = {}
     stack = [(term.start, 0)]
     while stack:
         s, i = stack.pop()
-        succ = [t for t in nfa.eps[s] if t in live] + [t for _a, _b, t in nfa.edges[s] if t in live]
+        succ = [t for t in nfa.eps[s] if live[t]] + [t for _a, _b, t in nfa.edges[s] if live[t]]
         if i == 0:
             if s in color:
                 continue
@@ -509,19 +520,22 @@ def _with_infinite(nfa: NFA, term: Terminal, live: set[int]) -> Terminal:
     return replace(term, infinite=False)
 
 
-def _coreachable(nfa: NFA, finals: set[int]) -> set[int]:
+def _coreachable(nfa: NFA, finals: set[int]) -> bytearray:
+    """A byte per NFA state: 1 if some state of ``finals`` can be reached from it."""
     rev: list[list[int]] = [[] for _ in range(len(nfa))]
     for s in range(len(nfa)):
         for t in nfa.eps[s]:
             rev[t].append(s)
         for _lo, _hi, t in nfa.edges[s]:
             rev[t].append(s)
-    seen = set(finals)
+    seen = bytearray(len(nfa))
+    for f in finals:
+        seen[f] = 1
     stack = list(finals)
     while stack:
         s = stack.pop()
         for p in rev[s]:
-            if p not in seen:
-                seen.add(p)
+            if not seen[p]:
+                seen[p] = 1
                 stack.append(p)
     return seen

@@ -69,7 +69,7 @@ class SchemaGrammarBuilder:
         if idx is None:
             idx = self.term_keys[full] = len(self.terms)
             self.terms.append(TerminalSpec(f"{name}_{idx}", pattern or "", family=family, priority=priority,
-                                           builder=builder))
+                                           builder=builder, key=key if builder is not None else None))
         return _Sym("t", idx)
 
     def nt(self, name: str) -> _Sym:

@@ -1,0 +1,188 @@
+"""Terminal automata shared across compiles: closed NFA fragments stored by what defines them.
+
+Building a terminal's byte NFA (UTF-8 classes, JSON string escapes, length counters)
+and analysing it (which states can still reach an accepting end, whether the language
+is infinite) costs as much as the rest of a small compile, while most grammars use the
+same few lexemes: JSON strings, numbers, bounded whitespace, punctuation, common keys.
+
+A terminal is built into consecutive fresh states of the grammar's NFA, with edges only
+among them (a *closed* fragment). Such a fragment is stored with state ids relative to
+its first state and copied into another NFA at an offset (:func:`splice`), with its
+analysis. :class:`FragmentStore` keys fragments by what determines the automaton exactly
+(a pattern and its flags, a literal, or a builder's key) and is bounded by the number of
+NFA states it holds (least recently used fragments go first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..core.errors import LimitExceededError
+from .regex import NFA, RegexFragment
+
+MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never stored
+MAX_STORED_STATES = 200_000     # total NFA states held by the process-wide store
+
+
+@dataclass(frozen=True)
+class FragmentFacts:
+    """What the lexer needs to know about one terminal's fragment.
+
+    ``live[i]`` is 1 when state ``first + i`` can reach the fragment's end; ``infinite``
+    tells whether the live automaton reachable from the start has a cycle.
+    """
+
+    live: bytes
+    infinite: bool
+
+
+@dataclass(frozen=True)
+class StoredFragment:
+    """A closed NFA fragment with relative state ids, its entry/exit and its facts."""
+
+    eps: tuple[tuple[int, ...], ...]
+    edges: tuple[tuple[tuple[int, int, int], ...], ...]
+    fragment: RegexFragment
+    facts: FragmentFacts
+
+    @property
+    def n_states(self) -> int:
+        """Number of NFA states the fragment occupies."""
+        return len(self.eps)
+
+
+def analyse(nfa: NFA, first: int, frag: RegexFragment) -> FragmentFacts | None:
+    """Facts about the fragment built into states ``first ..`` of ``nfa`` (None if not closed).
+
+    Liveness is a reverse search from the end over the fragment's states only; the cycle
+    check is a depth-first search over its live states from the start.
+    """
+    eps, edges = nfa.eps, nfa.edges
+    n = len(eps) - first
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for t in eps[first + i]:
+            if not first <= t < first + n:
+                return None
+            rev[t - first].append(i)
+        for _lo, _hi, t in edges[first + i]:
+            if not first <= t < first + n:
+                return None
+            rev[t - first].append(i)
+    end = frag.end - first
+    if not 0 <= end < n or not 0 <= frag.start - first < n:
+        return None
+    live = bytearray(n)
+    live[end] = 1
+    stack = [end]
+    while stack:
+        for p in rev[stack.pop()]:
+            if not live[p]:
+                live[p] = 1
+                stack.append(p)
+    return FragmentFacts(bytes(live), _has_cycle(eps, edges, first, frag.start - first, live))
+
+
+def _has_cycle(eps, edges, first: int, start: int, live: bytearray) -> bool:
+    """Whether the live states reachable from ``start`` (relative ids) contain a cycle."""
+    if not live[start]:
+        return False
+    color = bytearray(len(live))   # 0 unseen, 1 on the stack, 2 done
+    color[start] = 1
+    stack = [(start, _live_successors(eps, edges, first, start, live), 0)]
+    while stack:
+        s, succ, i = stack[-1]
+        if i == len(succ):
+            color[s] = 2
+            stack.pop()
+            continue
+        stack[-1] = (s, succ, i + 1)
+        t = succ[i]
+        if color[t] == 1:
+            return True
+        if color[t] == 0:
+            color[t] = 1
+            stack.append((t, _live_successors(eps, edges, first, t, live), 0))
+    return False
+
+
+def _live_successors(eps, edges, first: int, s: int, live: bytearray) -> list[int]:
+    out = [t - first for t in eps[first + s] if live[t - first]]
+    out.extend(t - first for _lo, _hi, t in edges[first + s] if live[t - first])
+    return out
+
+
+def capture(nfa: NFA, first: int, frag: RegexFragment, facts: FragmentFacts) -> StoredFragment:
+    """The closed fragment built into states ``first ..`` of ``nfa``, with relative ids."""
+    eps = tuple(tuple(t - first for t in e) for e in nfa.eps[first:])
+    edges = tuple(tuple((lo, hi, t - first) for lo, hi, t in e) for e in nfa.edges[first:])
+    rel = RegexFragment(frag.start - first, frag.end - first, frag.has_lazy, frag.nullable)
+    return StoredFragment(eps, edges, rel, facts)
+
+
+def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
+    """Copy ``stored`` into fresh states of ``nfa``; returns its entry and exit there."""
+    off = len(nfa)
+    if off + stored.n_states > nfa.max_states:
+        raise LimitExceededError(
+            f"automaton exceeds {nfa.max_states} NFA states (a very long pattern or large repeat count)")
+    nfa.eps.extend([[t + off for t in e] for e in stored.eps])
+    nfa.edges.extend([[(lo, hi, t + off) for lo, hi, t in e] for e in stored.edges])
+    f = stored.fragment
+    return RegexFragment(f.start + off, f.end + off, f.has_lazy, f.nullable)
+
+
+class FragmentStore:
+    """A thread-safe LRU store of :class:`StoredFragment` by key, bounded by total NFA states."""
+
+    def __init__(self, max_states: int = MAX_STORED_STATES, max_fragment_states: int = MAX_FRAGMENT_STATES):
+        self.max_states = max_states
+        self.max_fragment_states = max_fragment_states
+        self._items: OrderedDict[object, StoredFragment] = OrderedDict()
+        self._states = 0
+        self._lock = threading.Lock()
+
+    def get(self, key) -> StoredFragment | None:
+        """The fragment stored under ``key`` (marked recently used), or None."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def accepts(self, n_states: int) -> bool:
+        """Whether a fragment of ``n_states`` states would be stored."""
+        return n_states <= min(self.max_fragment_states, self.max_states)
+
+    def put(self, key, item: StoredFragment) -> None:
+        """Store ``item`` under ``key``, evicting least recently used fragments beyond the bound."""
+        if not self.accepts(item.n_states):
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._states -= old.n_states
+            self._items[key] = item
+            self._states += item.n_states
+            while self._states > self.max_states:
+                _k, gone = self._items.popitem(last=False)
+                self._states -= gone.n_states
+
+    def clear(self) -> None:
+        """Drop every stored fragment."""
+        with self._lock:
+            self._items.clear()
+            self._states = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def n_states(self) -> int:
+        """Total NFA states held."""
+        return self._states
+
+
+STORE = FragmentStore()
