@@ -19,7 +19,6 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..core.errors import LimitExceededError
 from .regex import NFA, RegexFragment
 
 MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never stored
@@ -124,10 +123,8 @@ def capture(nfa: NFA, first: int, frag: RegexFragment, facts: FragmentFacts) -> 
 
 def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
     """Copy ``stored`` into fresh states of ``nfa``; returns its entry and exit there."""
+    nfa.reserve(stored.n_states)
     off = len(nfa)
-    if off + stored.n_states > nfa.max_states:
-        raise LimitExceededError(
-            f"automaton exceeds {nfa.max_states} NFA states (a very long pattern or large repeat count)")
     nfa.eps.extend([[t + off for t in e] for e in stored.eps])
     nfa.edges.extend([[(lo, hi, t + off) for lo, hi, t in e] for e in stored.edges])
     f = stored.fragment

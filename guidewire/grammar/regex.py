@@ -47,11 +47,15 @@ class NFA:
     def __len__(self) -> int:
         return len(self.eps)
 
-    def add_state(self) -> int:
-        """A fresh state id."""
-        if len(self.eps) >= self.max_states:
+    def reserve(self, count: int) -> None:
+        """Raise :class:`LimitExceededError` unless ``count`` more states fit under ``max_states``."""
+        if len(self.eps) + count > self.max_states:
             raise LimitExceededError(
                 f"automaton exceeds {self.max_states} NFA states (a very long pattern or large repeat count)")
+
+    def add_state(self) -> int:
+        """A fresh state id."""
+        self.reserve(1)
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1
