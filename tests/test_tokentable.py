@@ -31,7 +31,6 @@ def readings(builder, q):
         for t in np.flatnonzero(bitmask_to_bool(table.masks[gi], vocab.vocab_size)).tolist():
             assert t not in out, "a token sits in two groups"
             out[t] = (tuple(lexemes), alive)
-    assert table.n_tokens == len(out)
     for h, row in table.inherit:
         assert (h == START or builder.hub[h] >= 0) and not builder.table(h).inherit, "inherited from a non-base table"
         hub = readings(builder, h)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..core.bitmask import bitmask_popcounts, bitmask_words, fill_row, ids_to_bitmask
+from ..core.bitmask import bitmask_words, fill_row, ids_to_bitmask
 from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGrammarError
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
@@ -126,7 +126,7 @@ class CompiledGrammar:
         grammar's FOLLOW sets say so), so it is never scanned at mask time.
         """
         follow = self._lexeme_follow()
-        keep, drop = [], []
+        keep = []
         for g, (lexemes, alive) in enumerate(table.groups):
             nxt = -1   # what may come after the lexemes so far (-1: anything)
             ok = True
@@ -140,15 +140,11 @@ class CompiledGrammar:
                 nxt = f[0]
             if ok and alive & nxt:
                 keep.append(g)
-            else:
-                drop.append(g)
-        if not drop:
+        if len(keep) == len(table.groups):
             return table
         masks = table.masks[keep]
         masks.setflags(write=False)
-        dropped = int(bitmask_popcounts(table.masks[drop]).sum())   # groups hold disjoint tokens
-        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks,
-                       n_tokens=table.n_tokens - dropped)
+        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks)
 
     def _lexeme_follow(self) -> list:
         """Per lexer terminal set: (terminals that may follow it, ignored ones included; its own

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.bitmask import bitmask_popcounts, bitmask_words
+from ..core.bitmask import bitmask_words
 from .lexer import DEAD, START, ByteDFA
 from .lexer import concat_ranges as _ranges
 
@@ -42,6 +42,8 @@ _LOOPS_KEY = "tokentable.loops"
 _FIRST_KEY = "tokentable.first_rows"
 _TAILS_KEY = "tokentable.tail_bytes"
 _ORDINARY_KEY = "tokentable.ordinary_row"
+_CANDIDATES_KEY = "tokentable.first_tokens"
+CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
 FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
 LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
@@ -65,13 +67,12 @@ class TokenTable:
     under the same parser state; ``hub`` is ``START`` or a self-loop hub, and the tables
     of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be
     lexed from ``state`` is in exactly one group, one inherited row or the restart row (which may also hold tokens that then fail from
-    ``START``: the START mask leaves those out). ``n_tokens`` counts the grouped tokens.
+    ``START``: the START mask leaves those out).
     """
 
     state: int
     groups: tuple[tuple[tuple[int, ...], int], ...]
     masks: np.ndarray
-    n_tokens: int
     restart_lexeme: int = -1
     restart_mask: np.ndarray | None = None
     inherit: tuple[tuple[int, np.ndarray], ...] = ()
@@ -246,6 +247,41 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     return LoopRuns(run_ends, exits, exit_bucket, stay_row)
 
 
+@dataclass(frozen=True)
+class CandidateTokens:
+    """Ordinary tokens in layout order (``tokens``), with their first bytes and the flat
+    positions of their second bytes (``ptr``; a one-byte token's sentinel)."""
+
+    tokens: np.ndarray
+    first: np.ndarray
+    ptr: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.tokens.nbytes + self.first.nbytes + self.ptr.nbytes
+
+
+def first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
+    """The ordinary tokens of ``vocab`` whose first byte is in the 256-bool set ``first``, in
+    layout order, as read-only :class:`CandidateTokens`.
+
+    Memoised per vocabulary (bounded by :data:`CANDIDATE_CACHE_BYTES`): the same byte sets
+    recur across lexer states and grammars, and a table build starts from one.
+    """
+    return _byte_set_cached(vocab, _CANDIDATES_KEY, first, _first_byte_tokens, lambda c: c.nbytes,
+                            CANDIDATE_CACHE_BYTES)
+
+
+def _first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
+    layout = vocab_layout(vocab)
+    toks = _ranges(layout.bucket[:-1][first], layout.bucket[1:][first])
+    out = CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
+    for arr in (out.tokens, out.first, out.ptr):
+        arr.setflags(write=False)
+    return out
+
+
 def tail_bytes(vocab) -> np.ndarray:
     """Per ordinary token (layout order): the set of its bytes after the first, as 4 rows of uint64 words.
 
@@ -324,6 +360,7 @@ class TableBuilder:
         self._ext = np.zeros((0, _ROW), dtype=np.int64)
         self.trans = self._ext.reshape(-1)
         self.emit = self.alive_id = self.hub = np.zeros(0, dtype=np.int64)
+        self._hub_next = np.zeros(0, dtype=np.int8)    # per state: a byte enters a hub (-1: unknown)
         self._copied = np.zeros(0, dtype=bool)
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
         self._rows: list[list[int]] | None = None      # every row as a list, once all are built
@@ -335,8 +372,11 @@ class TableBuilder:
 
         Work is proportional to the states and rows added since the last call: the
         extended transition table keeps spare capacity, and only rows that became
-        complete are copied and checked for self-loops.
+        complete are copied and checked for self-loops. Once every row is built the lexer
+        is complete (only building a row adds states), and this returns at once.
         """
+        if self._rows is not None:
+            return
         dfa = self.dfa
         n = dfa.n_states
         done = dfa.row_done[:n]
@@ -381,7 +421,8 @@ class TableBuilder:
         self._ext = ext
         self.trans = ext.reshape(-1)
         for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
-                                  ("hub", -1, np.int64), ("_copied", False, bool)):
+                                  ("hub", -1, np.int64), ("_copied", False, bool),
+                                  ("_hub_next", -1, np.int8)):
             arr = np.full(cap, fill, dtype=dtype)
             arr[:old] = getattr(self, name)[:old]
             setattr(self, name, arr)
@@ -432,10 +473,11 @@ class TableBuilder:
 
     def _table(self, q: int) -> TokenTable:
         dfa, layout = self.dfa, self.layout
-        dfa.ensure_rows(np.array([q, START], dtype=np.int32))
-        # and the rows one byte on, so a lazily built lexer knows which of them are hubs
-        dfa.ensure_rows(np.concatenate([dfa.trans[q], dfa.trans[START]]))
-        self._sync()
+        if self._rows is None:      # a lexer built lazily: the rows this table reads first
+            dfa.ensure_rows(np.array([q, START], dtype=np.int32))
+            # and the rows one byte on, so that it knows which of them are hubs
+            dfa.ensure_rows(np.concatenate([dfa.trans[q], dfa.trans[START]]))
+            self._sync()
         row = dfa.trans[q].astype(np.int64)
         live_first = row != DEAD
         restart_lexeme, restart_mask = -1, None
@@ -454,14 +496,13 @@ class TableBuilder:
             row = row.copy()
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
-        cand, stays = self._candidates(row)
-        state = row.take(layout.first.take(cand))
-        ptr = layout.starts.take(cand) + 1
+        cand, first, ptr, stays = self._candidates(row)
+        state = row.take(first)
         inherit: dict[int, np.ndarray] = {}
         chained = None
         if not base and self.lookup is not None:
-            cand, state, ptr, inherit = self._second_byte_hubs(cand, state, ptr)
-            cand, state, ptr, from_start = self._start_meets(cand, state, ptr)
+            cand, state, ptr, inherit = self._second_byte_hubs(row, cand, state, ptr)
+            cand, state, ptr, from_start = self._start_meets(row, cand, state, ptr)
             if from_start is not None:
                 inherit[START] = from_start
         if not base:
@@ -477,15 +518,15 @@ class TableBuilder:
             nb = np.concatenate([nb, np.zeros(chained[0].size, dtype=np.int64)])
             lex = np.concatenate([lex, np.full((MAX_TRACKED_BOUNDARIES, chained[0].size), -1, dtype=np.int64)],
                                  axis=1)
-        groups, masks, n_tokens = self._group(q, cand, fin, nb, lex, stays)
+        groups, masks = self._group(q, cand, fin, nb, lex, stays)
         if reused and base:
-            groups, masks, n_tokens = self._merge_hubs(groups, masks, n_tokens, reused)
+            groups, masks = self._merge_hubs(groups, masks, reused)
         else:
             for h, first in reused:
                 _add_row(inherit, h, self.first_byte_row(first))
         for r in inherit.values():
             r.setflags(write=False)
-        return TokenTable(q, groups, masks, n_tokens, restart_lexeme, restart_mask,
+        return TokenTable(q, groups, masks, restart_lexeme, restart_mask,
                           tuple(sorted(inherit.items())))
 
     def _counter_chain(self, row, cand, state, ptr):
@@ -549,7 +590,7 @@ class TableBuilder:
         keep = ~sel
         return (*_kept(keep, cand, state, ptr), (cand.take(idx), fin))
 
-    def _second_byte_hubs(self, cand, state, ptr):
+    def _second_byte_hubs(self, row, cand, state, ptr):
         """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
 
         If a token's first two bytes take this state to hub ``h`` and also take ``h`` back
@@ -557,14 +598,16 @@ class TableBuilder:
         the token reads as from ``h``. Such tokens (for example every word that leaves a
         property-name trie for the generic key string after one letter) are inherited from
         ``h``'s table instead of walked. Returns the remaining ``(cand, state, ptr)`` and
-        ``{h: row}`` of inherited tokens.
+        ``{h: row}`` of inherited tokens. ``row`` is this state's transition row as the
+        candidates were taken (each token's ``state`` is ``row`` at its first byte).
         """
         layout, dfa = self.layout, self.dfa
         if not cand.size or not self._hubs:
             return cand, state, ptr, {}
-        if self._rows is None and not dfa.row_done.take(state).all():
-            dfa.ensure_rows(state)
-            self._sync()
+        # first a check per state one byte on, not per token: can a byte reach a hub?
+        after = np.asarray(_distinct(row[row != DEAD]), dtype=np.int64)
+        if not self._to_hub(after).any():
+            return cand, state, ptr, {}
         second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)
         slot = self.hub.take(np.maximum(nxt, 0))
@@ -594,7 +637,25 @@ class TableBuilder:
         keep = ~take
         return (*_kept(keep, cand, state, ptr), out)
 
-    def _start_meets(self, cand, state, ptr):
+    def _to_hub(self, states: np.ndarray) -> np.ndarray:
+        """Per state of ``states``: whether some byte takes it into a known hub.
+
+        Memoised per state once the lexer is complete (before, a successor whose row is
+        not built yet is not known to be a hub).
+        """
+        if self._rows is None:
+            if not self.dfa.row_done.take(states).all():
+                self.dfa.ensure_rows(states)
+                self._sync()
+            return (self.hub.take(self._ext.take(states, axis=0)[:, :256]) >= 0).any(axis=1)
+        known = self._hub_next.take(states)
+        todo = states[known < 0]
+        if todo.size:
+            self._hub_next[todo] = (self.hub.take(self._ext.take(todo, axis=0)[:, :256]) >= 0).any(axis=1)
+            known = self._hub_next.take(states)
+        return known > 0
+
+    def _start_meets(self, row, cand, state, ptr):
         """Split off the candidates that read from here exactly as from ``START``.
 
         The walk from here and the walk from ``START`` run in lockstep for at most
@@ -605,22 +666,19 @@ class TableBuilder:
         whitespace-counter state, whose tokens (``" foo"``: a space, then a new lexeme) read
         as from ``START`` while the run stays under the bound. Returns the remaining
         ``(cand, state, ptr)`` and the row of tokens inherited from ``START`` (or None).
+        ``row`` is this state's transition row as the candidates were taken.
         """
         layout, dfa = self.layout, self.dfa
         if cand.size < MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
-        first = layout.first.take(cand)
         # the first two bytes, decided once per byte pair: both walks are functions of them
-        lead = np.zeros(256, dtype=bool)
-        lead[first] = True
-        bs = np.flatnonzero(lead)
-        a1 = np.full(256, DEAD, dtype=np.int64)
-        a1[first] = state                       # this state's walk after the first byte
-        a1 = a1[bs]
+        bs = np.flatnonzero(row != DEAD)        # every candidate's first byte is among these
+        a1 = row.take(bs)                       # this state's walk after the first byte
         z1 = self.trans.take(START * _ROW + bs)
         ok1 = (z1 > DEAD) & (self.alive_id.take(a1) == self.alive_id.take(np.maximum(z1, 0)))
         if not ok1.any():
             return cand, state, ptr, None
+        first = layout.first.take(cand)
         outcome = np.zeros((256, _ROW), dtype=np.int8)   # 0: differ, 1: same reading, 2: undecided
         a1, z1, bs = a1[ok1], z1[ok1], bs[ok1]
         cs = np.arange(_ROW)
@@ -691,7 +749,7 @@ class TableBuilder:
                 live = live & ~first
         return out
 
-    def _merge_hubs(self, groups, masks, n_tokens, reused):
+    def _merge_hubs(self, groups, masks, reused):
         """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
         layout = self.layout
         index = {g: i for i, g in enumerate(groups)}
@@ -705,9 +763,7 @@ class TableBuilder:
                 self._busy.discard(h)
             sel = self.first_byte_row(first)
             sub = table.masks & sel
-            counts = bitmask_popcounts(sub)
-            n_tokens += int(counts.sum())
-            for k in np.flatnonzero(counts).tolist():
+            for k in np.flatnonzero(sub.any(axis=1)).tolist():
                 g = table.groups[k]
                 i = index.get(g)
                 if i is None:
@@ -720,34 +776,41 @@ class TableBuilder:
                     extra[i - masks.shape[0]] |= sub[k][None]
         if extra:
             masks = np.concatenate([masks] + extra)
-        return tuple(groups), masks, n_tokens
+        return tuple(groups), masks
 
-    def _candidates(self, row: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    def _candidates(self, row: np.ndarray):
         """Tokens to walk from a state with transition ``row`` (their first byte is taken).
 
-        A token whose first byte enters a hub and whose other bytes all loop there ends in
-        that hub: such tokens are returned as ``(hub state, row)`` instead of walked.
+        Returns ``(cand, first, ptr, stays)``: the tokens (layout order), their first bytes,
+        the flat positions of their second bytes, and ``stays``. A token whose first byte
+        enters a hub and whose other bytes all loop there ends in that hub: such tokens
+        are returned in ``stays`` as ``(hub state, row)`` instead of walked.
         """
         layout = self.layout
         hub_of = np.where(row != DEAD, self.hub.take(row), -1)
         parts = []
-        lo = layout.bucket[:-1]
-        hi = layout.bucket[1:]
         plain = (row != DEAD) & (hub_of < 0)
         if plain.any():
-            parts.append(_ranges(lo[plain], hi[plain]))
+            parts.append(first_byte_tokens(self.vocab, plain))
         stays = []
         for slot in _distinct(hub_of[hub_of >= 0]):
             h = self._hub(slot)
             via = hub_of == slot
-            parts.append(h.exits.take(_ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via])))
+            toks = h.exits.take(_ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via]))
+            parts.append(CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1))
             for target in _distinct(row[via]):
                 firsts = self.first_byte_row(row == target)
                 stay = firsts & h.stay_row
                 if stay.any():
                     stays.append((target, stay))
-        cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return cand, stays
+        if len(parts) == 1:
+            c = parts[0]
+            return c.tokens, c.first, c.ptr, stays
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, stays
+        return (np.concatenate([c.tokens for c in parts]), np.concatenate([c.first for c in parts]),
+                np.concatenate([c.ptr for c in parts]), stays)
 
     def _walk(self, state: np.ndarray, ptr: np.ndarray, ends: np.ndarray, met: dict | None = None):
         """Walk tokens from ``state`` (int64) at flat positions ``ptr`` to their ``ends``.
@@ -997,14 +1060,12 @@ class TableBuilder:
         else:
             groups, gid, toks = self._group_keys(cand, fin, nb, lex)
         extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
-        n_tokens = int(toks.size)
         if over.any():  # many boundaries: regroup these few tokens exactly
             sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
             for tok in layout.ids.take(cand[over]).tolist():
                 lexemes, f = self._walk_bytes(q, self.vocab.token_bytes[tok])
                 if f != DEAD and self.dfa.alive[f]:
                     sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
-                    n_tokens += 1
             extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
         rows = _group_rows(gid, toks, len(groups), words)
         index = {g: i for i, g in enumerate(groups)}
@@ -1021,8 +1082,7 @@ class TableBuilder:
                 rows[i] |= row
         if more:
             rows = np.concatenate([rows] + more)
-        n_tokens += sum(_popcount(r) for _t, r in stays)
-        return tuple(groups), rows, n_tokens
+        return tuple(groups), rows
 
 
 class _RowLists(dict):
@@ -1067,10 +1127,6 @@ def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     large arrays with an irregular mask is several times slower)."""
     idx = np.flatnonzero(keep)
     return tuple(a.take(idx) for a in arrays)
-
-
-def _popcount(row: np.ndarray) -> int:
-    return int(bitmask_popcounts(row[None])[0])
 
 
 def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
