@@ -91,9 +91,10 @@ def test_table_covers_every_token(grammars):
             check_state(builder, q, g.vocab.normal_ids.tolist()[::7])
 
 
-@pytest.mark.parametrize("path", ["numpy", "python"])
+@pytest.mark.parametrize("path", ["numpy", "python", "fused"])
 def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, path):
-    """The walk's and the grouping's numpy and plain-Python paths both match the slow walk.
+    """The walk's and the grouping's paths all match the slow walk: numpy, plain Python
+    (walk, then grouping), and the one-pass Python walk-and-group of small tables.
 
     The thresholds are forced so that one path handles every table; the states are the
     first 40 of each grammar (string bodies, numbers, keywords, whitespace).
@@ -102,7 +103,8 @@ def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, pat
 
     big = 10**9
     for name, value in {"SMALL_WALK": 0 if path == "numpy" else big, "SMALL_WALK_TOKENS": 0,
-                        "SMALL_GROUP": 0 if path == "numpy" else big}.items():
+                        "SMALL_GROUP": 0 if path == "numpy" else big,
+                        "SMALL_TABLE": big if path == "fused" else 0}.items():
         monkeypatch.setattr(tt, name, value)
     rng = np.random.default_rng(1)
     for g in grammars.values():

@@ -37,6 +37,7 @@ SMALL_WALK_TOKENS = 256  # ... and so it does for up to this many tokens with at
 SMALL_WALK_BYTES = 512   # ... this many bytes left in all (a numpy step costs about as much as
                          # walking 100 short tokens in Python, and a walk takes one per byte)
 SMALL_GROUP = 96        # up to this many walked tokens are grouped in pure Python
+SMALL_TABLE = 96        # ... and walked and grouped in one pass, when their walk is small too
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
 _FIRST_KEY = "tokentable.first_rows"
@@ -507,8 +508,12 @@ class TableBuilder:
                 inherit[START] = from_start
         if not base:
             cand, state, ptr, chained = self._counter_chain(row, cand, state, ptr)
+        ends = layout.ends.take(cand)
+        if chained is None and cand.size <= SMALL_TABLE and _small_walk(cand.size, ends, ptr, SMALL_TABLE):
+            groups, masks = self._walk_group_small(cand, state, ptr, ends, stays)
+            return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
         met: dict[int, list[np.ndarray]] | None = None if base or self.lookup is None else {}
-        fin, nb, lex = self._walk(state, ptr, layout.ends.take(cand), met)
+        fin, nb, lex = self._walk(state, ptr, ends, met)
         for h, parts in (met or {}).items():
             r = _row_of(layout.ids.take(cand.take(np.concatenate(parts))), layout.words)
             _add_row(inherit, h, r)
@@ -519,6 +524,11 @@ class TableBuilder:
             lex = np.concatenate([lex, np.full((MAX_TRACKED_BOUNDARIES, chained[0].size), -1, dtype=np.int64)],
                                  axis=1)
         groups, masks = self._group(q, cand, fin, nb, lex, stays)
+        return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
+
+    def _finish_table(self, q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask):
+        """Add the reused hubs' tokens (merged into a base table's groups, else inherited) and
+        make the :class:`TokenTable`."""
         if reused and base:
             groups, masks = self._merge_hubs(groups, masks, reused)
         else:
@@ -837,8 +847,7 @@ class TableBuilder:
         origin = ptr - 1
         ptr = ptr.copy()
         while idx.size:
-            if idx.size <= SMALL_WALK or (idx.size <= SMALL_WALK_TOKENS
-                                          and int((ends.take(idx) - ptr).sum()) <= SMALL_WALK_BYTES):
+            if _small_walk(idx.size, ends.take(idx), ptr, SMALL_WALK_TOKENS):
                 self._finish_small(idx, state, ptr, ends, fin, nb, lex)
                 break
             if self._hubs:
@@ -965,6 +974,44 @@ class TableBuilder:
         if at_i:
             lex[at_k, at_i] = at_e
 
+    def _walk_group_small(self, cand, state, ptr, ends, stays):
+        """Walk and group a few tokens in plain Python, all at once: ``(groups, masks)``.
+
+        The same readings as :meth:`_walk` followed by :meth:`_group` (every lexeme kept, so
+        no token needs regrouping), without their arrays: for a few tokens, the numpy calls
+        cost more than the walk.
+        """
+        raw = self.layout.raw
+        rows = self._row_lists()
+        emit, alive = self.dfa.emit, self.dfa.alive
+        start = rows[START]
+        index: dict[tuple[tuple[int, ...], int], int] = {}
+        gid, toks = [], []
+        for tok, q, p, end in zip(self.layout.ids.take(cand).tolist(), state.tolist(), ptr.tolist(),
+                                  ends.tolist()):
+            lexemes = ()
+            for b in raw[p:end]:
+                nq = rows[q][b]
+                if nq == DEAD:          # the lexeme ends before b: record it, restart at START
+                    e = emit[q]
+                    nq = start[b]
+                    if e < 0 or nq == DEAD:
+                        q = DEAD
+                        break
+                    lexemes += (e,)
+                q = nq
+            bits = alive[q]
+            if bits:                    # DEAD has no alive terminals
+                key = (lexemes, bits)
+                g = index.get(key)
+                if g is None:
+                    g = index[key] = len(index)
+                gid.append(g)
+                toks.append(tok)
+        words = self.layout.words
+        masks = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(index), words)
+        return self._add_stays(list(index), masks, {}, stays)
+
     def _row_lists(self):
         """The transition rows as plain lists for byte-by-byte walks: all of them once the
         lexer is fully built, else a dict that computes and converts rows on first use."""
@@ -1068,6 +1115,10 @@ class TableBuilder:
                     sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
             extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
         rows = _group_rows(gid, toks, len(groups), words)
+        return self._add_stays(groups, rows, extra, stays)
+
+    def _add_stays(self, groups, rows, extra, stays):
+        """Merge the ``extra`` rows (by group key) and the ``stays`` rows into ``(groups, rows)``."""
         index = {g: i for i, g in enumerate(groups)}
         more = []
         for target, row in stays:
@@ -1120,6 +1171,11 @@ def _distinct(values: np.ndarray) -> list[int]:
     if hi - lo <= DENSE_KEY_RATIO * values.size + DENSE_KEY_SPACE:
         return (np.flatnonzero(np.bincount(values - lo)) + lo).tolist()
     return sorted(set(values.tolist()))
+
+
+def _small_walk(n: int, ends: np.ndarray, ptr: np.ndarray, max_tokens: int) -> bool:
+    """Whether ``n`` tokens with these ``ends`` and positions ``ptr`` are walked in plain Python."""
+    return n <= SMALL_WALK or (n <= max_tokens and int((ends - ptr).sum()) <= SMALL_WALK_BYTES)
 
 
 def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
