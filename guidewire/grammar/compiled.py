@@ -40,6 +40,7 @@ class CompiledGrammar:
         self.eos_row = ids_to_bitmask(sorted(vocab.eos_ids), vocab.vocab_size)
         self._eos_ids = frozenset(vocab.eos_ids)
         self._tables: dict[int, TokenTable] = {}
+        self._parts: dict[int, list] = {}       # see _lexeme_parts
         self._follow: list = []                 # see _lexeme_follow
         self._by_term: list[int] | None = None   # FOLLOW set per terminal
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
@@ -178,25 +179,41 @@ class CompiledGrammar:
             self._masks.popitem(last=False)
         return row
 
+    def _lexeme_parts(self, q: int) -> list:
+        """The groups of ``q``'s table by their lexemes: ``[lexemes, members, picks]`` per
+        distinct lexeme sequence, ``members`` its ``(alive bits, group index)`` pairs and
+        ``picks`` a memo from the terminals allowed after the lexemes to the groups chosen."""
+        q = self._canon(q)
+        parts = self._parts.get(q)
+        if parts is None:
+            by: dict[tuple[int, ...], list] = {}
+            for g, (lexemes, alive) in enumerate(self.table(q).groups):
+                by.setdefault(lexemes, []).append((alive, g))
+            parts = self._parts[q] = [[lexemes, members, {}] for lexemes, members in by.items()]
+        return parts
+
     def _compute_mask(self, s: int, q: int) -> np.ndarray:
         table = self.table(q)
         base = self._x(s)
-        memo: dict[tuple[int, ...], int] = {(): base}
         scan = self._scan
         expected = self.earley.expected
         ign = self.dfa.ignored_bits
         sel = []
-        for g, (lexemes, alive) in enumerate(table.groups):
-            x = memo.get(lexemes)
-            if x is None:
+        for lexemes, members, picks in self._lexeme_parts(q):
+            x = base
+            if lexemes:
                 cur = s
                 for e in lexemes:
                     cur = scan(cur, e)
                     if cur < 0:
                         break
-                x = memo[lexemes] = 0 if cur < 0 else expected[cur] | ign
-            if alive & x:
-                sel.append(g)
+                if cur < 0:
+                    continue
+                x = expected[cur] | ign
+            chosen = picks.get(x)
+            if chosen is None:
+                chosen = picks[x] = [g for alive, g in members if alive & x]
+            sel += chosen
         if sel:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:

@@ -155,6 +155,8 @@ class EarleyAutomaton:
         self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal
         self._index: dict[tuple[Item, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
+        self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
+        self.core_by_terminal: list[dict[int, list[Item]]] = []    # core items waiting per terminal
         self._advances: dict[tuple[int, int], tuple[Item, ...]] = {}  # (set, lhs) -> advanced items
         self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
@@ -202,7 +204,7 @@ class EarleyAutomaton:
         waiting: dict[int, list[Item]] = {}
         by_terminal: dict[int, list[Item]] = {}
         complete = set()
-        for it in sorted(items):
+        for it in items:     # any order: lists are only read into sets
             r, d, _o = it
             lhs, rhs = rules[r]
             if d < len(rhs):
@@ -264,6 +266,7 @@ class EarleyAutomaton:
             raise LimitExceededError(f"an Earley set exceeds {limit} items")
         expected = pred.expected
         waiting: dict[int, list[Item]] = {}
+        by_terminal: dict[int, list[Item]] = {}
         accepting = initial and cfg.start in pred.complete
         start = cfg.start
         for it in key:
@@ -273,6 +276,7 @@ class EarleyAutomaton:
                 sym = rhs[d]
                 if sym < T:
                     expected |= 1 << sym
+                    by_terminal.setdefault(sym, []).append(it)
                 else:
                     waiting.setdefault(sym, []).append(it)
             elif lhs == start and o == self.initial:
@@ -283,6 +287,7 @@ class EarleyAutomaton:
         self.expected.append(expected)
         self.accepting.append(accepting)
         self.waiting.append(waiting)
+        self.core_by_terminal.append(by_terminal)
         return sid
 
     def _advanced(self, o: int, lhs: int) -> tuple[Item, ...]:
@@ -299,18 +304,18 @@ class EarleyAutomaton:
         memo = self._scan.get((sid, key))
         if memo is not None:
             return memo
-        if not self.expected[sid] & sum(1 << t for t in terms):
+        bits = self._term_bits.get(key)
+        if bits is None:
+            bits = self._term_bits[key] = sum(1 << t for t in terms)
+        if not self.expected[sid] & bits:
             self._scan[(sid, key)] = -1
             return -1
-        rules = self.cfg.rules
-        want = set(terms)
         kernel = []
-        for r, d, o in self.items[sid]:
-            rhs = rules[r][1]
-            if d < len(rhs) and rhs[d] in want:
-                kernel.append((r, d + 1, o))
+        core = self.core_by_terminal[sid]
         by_terminal = self.predictions[sid].by_terminal
         for t in terms:
+            for r, d, o in core.get(t, ()):
+                kernel.append((r, d + 1, o))
             for r, d, _o in by_terminal.get(t, ()):
                 kernel.append((r, d + 1, sid))
         out = self._make(kernel) if kernel else -1
