@@ -348,6 +348,22 @@ def test_first_byte_row_matches_a_scan_of_the_vocabulary(smollm2, first_bytes):
     assert got == want
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sets(st.integers(0, 255), max_size=256), st.booleans())
+def test_tails_within_matches_a_scan_of_the_vocabulary(smollm2, byte_set, ascii_letters):
+    """The memoised "every byte after the first is in B" flags equal a plain scan of the tokens."""
+    from guidewire.grammar.tokentable import tails_within, vocab_layout
+
+    if ascii_letters:     # a set that many tokens fall inside
+        byte_set = byte_set | set(b"abcdefghijklmnopqrstuvwxyz")
+    sel = np.zeros(256, dtype=bool)
+    sel[list(byte_set)] = True
+    layout = vocab_layout(smollm2)
+    got = tails_within(smollm2, sel)
+    want = [all(b in byte_set for b in smollm2.token_bytes[t][1:]) for t in layout.ids.tolist()]
+    assert got.tolist() == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 5000), max_size=400), st.integers(0, 10**6), st.booleans())
 def test_distinct_values_match_a_set(values, offset, spread):

@@ -123,14 +123,15 @@ class Prediction:
     Predicting a nonterminal adds its rules at dot 0, their own predictions, and the
     advances over nullable symbols (Aycock-Horspool); none of this depends on the rest
     of the set, so it is computed once per set of predicted nonterminals. ``waiting``
-    maps a nonterminal to the items waiting for it, ``by_terminal`` a terminal to the
+    maps a nonterminal to the ``(rule, dot)`` of the items waiting for it, the dot already
+    advanced over it (their origin is the set that holds them), ``by_terminal`` a terminal to the
     items that scan it, ``expected`` is the bitset of those terminals, and ``complete``
     holds the left-hand sides of completed items.
     """
 
     items: frozenset[Item]
     expected: int
-    waiting: dict[int, tuple[Item, ...]]
+    waiting: dict[int, tuple[tuple[int, int], ...]]
     by_terminal: dict[int, tuple[Item, ...]]
     complete: frozenset[int]
 
@@ -152,7 +153,7 @@ class EarleyAutomaton:
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
         self.accepting: list[bool] = []
-        self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal
+        self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal, advanced over it
         self._index: dict[tuple[Item, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
@@ -217,7 +218,7 @@ class EarleyAutomaton:
             else:
                 complete.add(lhs)
         pred = self._predictions[predicts] = Prediction(
-            items, expected, {k: tuple(v) for k, v in waiting.items()},
+            items, expected, {k: tuple((r, d + 1) for r, d, _o in v) for k, v in waiting.items()},
             {k: tuple(v) for k, v in by_terminal.items()}, frozenset(complete))
         return pred
 
@@ -277,8 +278,8 @@ class EarleyAutomaton:
                 if sym < T:
                     expected |= 1 << sym
                     by_terminal.setdefault(sym, []).append(it)
-                else:
-                    waiting.setdefault(sym, []).append(it)
+                else:   # stored advanced over sym, ready for completion
+                    waiting.setdefault(sym, []).append((r, d + 1, o))
             elif lhs == start and o == self.initial:
                 accepting = True
         self._index[key] = sid
@@ -292,8 +293,10 @@ class EarleyAutomaton:
 
     def _advanced(self, o: int, lhs: int) -> tuple[Item, ...]:
         """The items of set ``o`` waiting for ``lhs``, advanced over it (origins resolved to ``o``)."""
-        out = [(r, d + 1, o2) for r, d, o2 in self.waiting[o].get(lhs, ())]
-        out += [(r, d + 1, o) for r, d, _o2 in self.predictions[o].waiting.get(lhs, ())]
+        out = self.waiting[o].get(lhs, [])
+        pred = self.predictions[o].waiting.get(lhs)
+        if pred:
+            out = out + [(r, d, o) for r, d in pred]
         return tuple(out)
 
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:

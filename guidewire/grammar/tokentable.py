@@ -44,6 +44,8 @@ _FIRST_KEY = "tokentable.first_rows"
 _TAILS_KEY = "tokentable.tail_bytes"
 _ORDINARY_KEY = "tokentable.ordinary_row"
 _CANDIDATES_KEY = "tokentable.first_tokens"
+_WITHIN_KEY = "tokentable.tails_within"
+WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
 CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
 FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
@@ -112,7 +114,7 @@ class VocabLayout:
     bitmask row of the tokens starting with ``b``; ``max_len`` is the longest token's length.
     ``raw`` is ``flat`` as bytes (each sentinel a zero byte), for fast slicing in Python.
     ``first_of_id[t]`` is the first byte of token id ``t`` (256 for special tokens and the
-    padding up to a whole bitmask word).
+    padding up to a whole bitmask word); ``lens[i]`` is token ``i``'s length in bytes.
     """
 
     ids: np.ndarray
@@ -127,6 +129,7 @@ class VocabLayout:
     max_len: int
     raw: bytes
     first_of_id: np.ndarray
+    lens: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -160,8 +163,9 @@ def _build_layout(vocab) -> VocabLayout:
     first_of_id = np.full(words * 32, 256, dtype=np.uint16)
     first_of_id[ids] = first
     first_of_id.setflags(write=False)
+    lens.setflags(write=False)
     return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
-                       first_of_id)
+                       first_of_id, lens)
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
@@ -240,7 +244,7 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     # contiguous: ``take`` on the reversed view would copy the whole array on every call
     run_ends = np.ascontiguousarray(np.minimum.accumulate(pos[::-1])[::-1])
     leaves = run_ends.take(layout.starts + 1) != layout.ends
-    exits = np.flatnonzero(leaves)
+    exits = _flatnonzero(leaves)
     exit_bucket = np.searchsorted(exits, layout.bucket)
     stay_row = ids_row(layout.ids[~leaves], layout.words)
     for arr in (run_ends, exits, exit_bucket, stay_row):
@@ -280,6 +284,24 @@ def _first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
     out = CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
     for arr in (out.tokens, out.first, out.ptr):
         arr.setflags(write=False)
+    return out
+
+
+def tails_within(vocab, byte_set: np.ndarray) -> np.ndarray:
+    """A bool per ordinary token (layout order): whether every byte after its first is in the
+    256-bool set ``byte_set``. Read-only; memoised per vocabulary and byte set."""
+    return _byte_set_cached(vocab, _WITHIN_KEY, byte_set, _tails_within, lambda r: r.nbytes,
+                            WITHIN_CACHE_BYTES)
+
+
+def _tails_within(vocab, byte_set: np.ndarray) -> np.ndarray:
+    outside = (~np.packbits(byte_set, bitorder="little").view(np.uint64)).tolist()
+    bad = np.zeros(vocab_layout(vocab).ids.size, dtype=np.uint64)
+    for word, out in zip(tail_bytes(vocab), outside):
+        if out:
+            bad |= word & np.uint64(out)
+    out = bad == 0
+    out.setflags(write=False)
     return out
 
 
@@ -399,7 +421,7 @@ class TableBuilder:
                         self._alive_values.append(bits)
                     alive_id[st] = i
             self._n = n
-        fresh = np.flatnonzero(done & ~self._copied[:n])
+        fresh = _flatnonzero(done & ~self._copied[:n])
         if fresh.size:
             rows = dfa.trans[fresh]
             self._ext[fresh, :256] = rows
@@ -432,7 +454,7 @@ class TableBuilder:
     def _add_hubs(self, states: np.ndarray, rows: np.ndarray) -> None:
         """Record which of ``states`` (rows just completed) are self-loop hubs; hub data is fetched lazily."""
         loops = rows == states[:, None]
-        for k in np.flatnonzero(loops.sum(axis=1) >= MIN_LOOP_BYTES).tolist():
+        for k in _flatnonzero(loops.sum(axis=1) >= MIN_LOOP_BYTES).tolist():
             st = int(states[k])
             if st == DEAD:
                 continue
@@ -558,26 +580,18 @@ class TableBuilder:
         if counts[q1] < MIN_LOOP_BYTES or self.hub[q1] >= 0:   # hubs are jumped over by the walk
             return dead
         in_b = row == q1
-        # a token is pure when no byte after its first lies outside B (256-bit byte sets)
-        outside = (~np.packbits(in_b, bitorder="little").view(np.uint64)).tolist()
-        enter = np.flatnonzero(state == q1)
+        # a token is pure when no byte after its first lies outside B
+        enter = _flatnonzero(state == q1)
         if enter.size < CHAIN_MIN_TOKENS // 2:
             return dead
-        sub = cand.take(enter)
-        bad = None
-        for word, out in zip(tail_bytes(self.vocab), outside):
-            if out:
-                hit = word.take(sub) & np.uint64(out)
-                bad = hit if bad is None else bad | hit
         pure = np.zeros(cand.size, dtype=bool)
-        pure[enter] = True if bad is None else bad == 0
+        pure[enter] = tails_within(self.vocab, in_b).take(cand.take(enter))
         n_pure = int(np.count_nonzero(pure))
         if n_pure < CHAIN_MIN_TOKENS // 2:
             return dead
-        ends = self.layout.ends.take(cand)
-        lens = ends - ptr + 1               # ptr sits at each token's second byte
+        lens = self.layout.lens.take(cand)
         need = int(lens.max(where=pure, initial=0))
-        b_bytes = np.flatnonzero(in_b)
+        b_bytes = _flatnonzero(in_b)
         b0 = int(b_bytes[0])
         rows = self._row_lists()
         chain = [q1]                        # chain[i]: the state after i + 1 bytes of B
@@ -588,12 +602,12 @@ class TableBuilder:
             chain.append(nxt)
         if len(chain) > 1:                  # ... then cut where some other byte of B leaves the chain
             steps = self.dfa.trans.take(chain[:-1], axis=0).take(b_bytes, axis=1)
-            broken = np.flatnonzero((steps != np.asarray(chain[1:])[:, None]).any(axis=1))
+            broken = _flatnonzero((steps != np.asarray(chain[1:])[:, None]).any(axis=1))
             if broken.size:
                 chain = chain[:int(broken[0]) + 1]
         self._sync()
         sel = pure & (lens <= len(chain))
-        idx = np.flatnonzero(sel)
+        idx = _flatnonzero(sel)
         if not idx.size:
             return dead
         fin = np.asarray(chain, dtype=np.int64).take(lens.take(idx) - 1)
@@ -620,9 +634,9 @@ class TableBuilder:
             return cand, state, ptr, {}
         second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)
-        slot = self.hub.take(np.maximum(nxt, 0))
-        slot[nxt <= DEAD] = -1
-        hit = np.flatnonzero(slot >= 0)
+        # a token's end (negative) clips to DEAD, which is never a hub
+        slot = self.hub.take(nxt, mode="clip")
+        hit = _flatnonzero(slot >= 0)
         if hit.size < MIN_INHERITED_TOKENS:
             return cand, state, ptr, {}
         first = layout.first.take(cand.take(hit))
@@ -682,7 +696,7 @@ class TableBuilder:
         if cand.size < MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
         # the first two bytes, decided once per byte pair: both walks are functions of them
-        bs = np.flatnonzero(row != DEAD)        # every candidate's first byte is among these
+        bs = _flatnonzero(row != DEAD)        # every candidate's first byte is among these
         a1 = row.take(bs)                       # this state's walk after the first byte
         z1 = self.trans.take(START * _ROW + bs)
         ok1 = (z1 > DEAD) & (self.alive_id.take(a1) == self.alive_id.take(np.maximum(z1, 0)))
@@ -704,7 +718,7 @@ class TableBuilder:
         if np.count_nonzero(verdict) < MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
         same = verdict == 1
-        idx = np.flatnonzero(verdict == 2)
+        idx = _flatnonzero(verdict == 2)
         if idx.size:  # longer shared prefixes (runs of whitespace): follow both walks per token
             b, c = first.take(idx), second.take(idx)
             sa, sz = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
@@ -729,7 +743,7 @@ class TableBuilder:
             go = ~done & (na > DEAD) & (nz > DEAD)
             idx, a, z, p = _kept(go, idx, na, nz, p)
             p += 1
-        hit = np.flatnonzero(same)
+        hit = _flatnonzero(same)
         if hit.size < MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
         row = _row_of(layout.ids.take(cand.take(hit)), layout.words)
@@ -773,7 +787,7 @@ class TableBuilder:
                 self._busy.discard(h)
             sel = self.first_byte_row(first)
             sub = table.masks & sel
-            for k in np.flatnonzero(sub.any(axis=1)).tolist():
+            for k in _flatnonzero(sub.any(axis=1)).tolist():
                 g = table.groups[k]
                 i = index.get(g)
                 if i is None:
@@ -852,13 +866,13 @@ class TableBuilder:
                 break
             if self._hubs:
                 hub = self.hub.take(state)
-                jump = np.flatnonzero(hub >= 0)
+                jump = _flatnonzero(hub >= 0)
                 if jump.size and met is not None:
                     gone = self._meet_hubs(jump, hub.take(jump), idx, state, ptr, origin, nb, met)
                     if gone is not None:
                         idx, state, ptr = _kept(~gone, idx, state, ptr)
                         hub = self.hub.take(state)
-                        jump = np.flatnonzero(hub >= 0)
+                        jump = _flatnonzero(hub >= 0)
                 if jump.size:
                     self._jump(ptr, jump, hub.take(jump))
             if self._rows is None and not dfa.row_done.take(state).all():
@@ -866,7 +880,7 @@ class TableBuilder:
                 self._sync()
             b = flat.take(ptr)
             nxt = self.trans.take(state * _ROW + b)
-            stop = np.flatnonzero(nxt <= DEAD)
+            stop = _flatnonzero(nxt <= DEAD)
             if stop.size:
                 self._stop(stop, idx, state, b, nxt, fin, nb, lex)
                 keep = nxt > DEAD
@@ -888,7 +902,7 @@ class TableBuilder:
             return None
         gone = None
         for slot in _distinct(slots[ok]):
-            sel = np.flatnonzero(ok & (slots == slot))
+            sel = _flatnonzero(ok & (slots == slot))
             runs = self._hub(slot).run_ends
             sel = sel[runs.take(origin.take(at.take(sel))) >= ptr.take(jump.take(sel))]
             if not sel.size:
@@ -933,7 +947,7 @@ class TableBuilder:
 
     def _jump(self, ptr: np.ndarray, jump: np.ndarray, slots: np.ndarray) -> None:
         """Move ``ptr[jump]`` (tokens sitting in hubs ``slots``) past their runs of loop bytes."""
-        present = np.flatnonzero(np.bincount(slots)).tolist()
+        present = _flatnonzero(np.bincount(slots)).tolist()
         if len(present) == 1:
             ptr[jump] = self._hub(present[0]).run_ends.take(ptr.take(jump))
             return
@@ -1047,13 +1061,13 @@ class TableBuilder:
         """
         alive_id = self.alive_id.take(fin)
         # DEAD has no alive set, and a token with too many lexemes was stopped in DEAD
-        live = np.flatnonzero(alive_id >= 0)
+        live = _flatnonzero(alive_id >= 0)
         # key of a token: (its lexemes, its alive set), each part renumbered densely among
         # the values present. Most tokens complete no lexeme; the lexeme pairs (the count
         # is implied: a missing lexeme is -1) are renumbered among the others only
         alive_u, key = _dense_ids(alive_id.take(live), max(len(self._alive_values), 1))
         n_alive = alive_u.size
-        bounded = np.flatnonzero(nb.take(live))
+        bounded = _flatnonzero(nb.take(live))
         n1 = len(self.dfa.term_sets) + 1
         if bounded.size:
             at = live.take(bounded)
@@ -1169,8 +1183,13 @@ def _distinct(values: np.ndarray) -> list[int]:
     if lo == hi:
         return [lo]
     if hi - lo <= DENSE_KEY_RATIO * values.size + DENSE_KEY_SPACE:
-        return (np.flatnonzero(np.bincount(values - lo)) + lo).tolist()
+        return (_flatnonzero(np.bincount(values - lo)) + lo).tolist()
     return sorted(set(values.tolist()))
+
+
+def _flatnonzero(a: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` without its Python wrappers (a table build makes dozens of calls)."""
+    return a.nonzero()[0] if a.ndim == 1 else np.flatnonzero(a)
 
 
 def _small_walk(n: int, ends: np.ndarray, ptr: np.ndarray, max_tokens: int) -> bool:
@@ -1181,7 +1200,7 @@ def _small_walk(n: int, ends: np.ndarray, ptr: np.ndarray, max_tokens: int) -> b
 def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """``a[keep]`` for each array (one ``flatnonzero``, then ``take``: boolean indexing of
     large arrays with an irregular mask is several times slower)."""
-    idx = np.flatnonzero(keep)
+    idx = _flatnonzero(keep)
     return tuple(a.take(idx) for a in arrays)
 
 
@@ -1210,7 +1229,7 @@ def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray
         return np.array([lo], dtype=np.int64), np.zeros(keys.size, dtype=np.int64)
     if key_space <= max(DENSE_KEY_SPACE, DENSE_KEY_RATIO * keys.size):
         counts = np.bincount(keys, minlength=key_space)
-        uniq = np.flatnonzero(counts)
+        uniq = _flatnonzero(counts)
         lut = np.zeros(key_space, dtype=np.int64)
         lut[uniq] = np.arange(uniq.size)
         return uniq, lut.take(keys)
