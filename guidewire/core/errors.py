@@ -50,3 +50,7 @@ class LimitExceededError(GuidewireError):
 
 class VocabError(GuidewireError):
     """A tokenizer that cannot be turned into a byte-level vocabulary."""
+
+
+class WorkLimitExceededError(LimitExceededError):
+    """One mask or advance needed more work (or wall time) than its step budget allows."""

@@ -3,12 +3,14 @@
 A compiled grammar bundles the lexer DFA, the Earley automaton and the vocabulary. Its
 lazily filled tables (lexer rows, Earley sets, per-lexer-state token tables, a bounded
 mask cache) are memoisation only: they never change what any matcher computes, so one
-compiled grammar can serve many matchers. A matcher is a stack of ``(earley_set,
-lexer_state)`` pairs, one per consumed token: ``fork`` copies a list, ``rollback`` pops.
+compiled grammar can serve many matchers, in many threads (see :class:`CompiledGrammar`).
+A matcher is a stack of ``(earley_set, lexer_state)`` pairs, one per consumed token:
+``fork`` copies a list, ``rollback`` pops.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import replace
 from typing import Sequence
@@ -17,37 +19,91 @@ import numpy as np
 
 from ..core.bitmask import bitmask_words, fill_row, ids_to_bitmask
 from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGrammarError
+from ..core.limits import DEFAULT_MASK_CACHE_BYTES, Fuel, Limits
 from ..core.vocab import Vocab
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
-DEFAULT_MASK_CACHE_BYTES = 256 << 20
+__all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
+
 EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
 EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
+MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
+GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
+PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per chosen group
 
 
 class CompiledGrammar:
-    """A grammar compiled against one vocabulary. Build with ``compile_lark``/``compile_regex``."""
+    """A grammar compiled against one vocabulary. Build with ``compile_lark``/``compile_regex``.
+
+    Sharing contract: one compiled grammar may be used by any number of matchers in any
+    number of threads at once. What is *frozen* after compile: the vocabulary, the CFG, the
+    NFA and terminal list, the lexer's equivalence classes, ``eos_row``. What is
+    *per-matcher*: the stack of ``(earley_set, lexer_state)`` pairs and the error state (a
+    single matcher is not thread-safe: use one per request, ``fork`` to branch). What is
+    *lazily built and shared*: lexer DFA states and rows, Earley sets and scans, token
+    tables and their group choices, the FOLLOW list and the mask LRU. All of it is read
+    and built under one re-entrant lock per grammar, taken once per public call (``mask``,
+    ``step_bytes``, ``can_end``, ``table``): an uncontended acquire costs well under a
+    microsecond beside a mask hit. Per-vocabulary memos (shared by every grammar of that
+    vocabulary) have their own process-wide lock; pure per-vocabulary values (the token
+    layout) may be built twice by racing threads, identically. Memos never change a mask:
+    the caches can be evicted at any time.
+
+    Limits (:class:`~guidewire.core.Limits`, set with ``limits=`` or :meth:`set_limits`):
+    each public call runs on a fresh step budget of ``step_work`` work units and
+    ``step_seconds`` of wall time; a call that would exceed it raises
+    :class:`~guidewire.core.WorkLimitExceededError` (a matcher turns that into its terminal
+    error state with an all-zero mask). The mask LRU is bounded by ``mask_cache_bytes``,
+    the token tables (with their memoised group choices) by ``table_cache_bytes``. Lexer
+    states and Earley sets are the state space matchers point into, not memos: they are
+    bounded by counts (``dfa.max_states``, ``earley.max_sets``/``max_items``) and raise
+    :class:`~guidewire.core.LimitExceededError` beyond them.
+    """
 
     def __init__(self, dfa: ByteDFA, earley: EarleyAutomaton, vocab: Vocab, *, source: str = "",
-                 mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES):
+                 mask_cache_bytes: int | None = None, limits: Limits | None = None):
         self.dfa = dfa
         self.earley = earley
         self.vocab = vocab
         self.source = source
         self.words = bitmask_words(vocab.vocab_size)
         self.eos_row = ids_to_bitmask(sorted(vocab.eos_ids), vocab.vocab_size)
+        self.eos_row.setflags(write=False)
         self._eos_ids = frozenset(vocab.eos_ids)
-        self._tables: dict[int, TokenTable] = {}
-        self._parts: dict[int, list] = {}       # see _lexeme_parts
+        self._lock = threading.RLock()
+        # lexer state -> [table, lexeme parts (see _lexeme_parts) or None, bytes accounted]
+        self._tables: OrderedDict[int, list] = OrderedDict()
+        self._table_bytes = 0
         self._follow: list = []                 # see _lexeme_follow
         self._by_term: list[int] | None = None   # FOLLOW set per terminal
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
-        self._mask_budget = max(1, mask_cache_bytes // (self.words * 4))
         self._zero = np.zeros(self.words, dtype=np.int32)
-        self._builder = TableBuilder(dfa, vocab, lookup=self.table)
+        self._zero.setflags(write=False)
+        self._builder = TableBuilder(dfa, vocab, lookup=self._table)
         self._rep = self._lexer_classes()
+        limits = limits if limits is not None else Limits()
+        if mask_cache_bytes is not None:
+            limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
+        self.set_limits(limits)
+
+    def set_limits(self, limits: Limits) -> None:
+        """Use ``limits`` from now on (caches are trimmed to the new bounds at once)."""
+        with self._lock:
+            self.limits = limits
+            self._fuel = fuel = Fuel(limits.step_work, limits.step_seconds)
+            self.dfa.fuel = self.earley.fuel = self._builder.fuel = fuel
+            self._mask_budget = max(1, limits.mask_cache_bytes // (self.words * 4 + MASK_ENTRY_OVERHEAD))
+            while len(self._masks) > self._mask_budget:
+                self._masks.popitem(last=False)
+            self._trim_tables()
+
+    def cache_bytes(self) -> dict:
+        """Bytes accounted to the bounded memos: ``{"masks": ..., "tables": ...}``."""
+        with self._lock:
+            return {"masks": len(self._masks) * (self.words * 4 + MASK_ENTRY_OVERHEAD),
+                    "tables": self._table_bytes}
 
     def _lexer_classes(self) -> np.ndarray:
         """Determinise a small lexer eagerly; map each state to its equivalence class's representative.
@@ -83,6 +139,11 @@ class CompiledGrammar:
 
     def can_end(self, s: int, q: int) -> bool:
         """Whether the text that led to ``(s, q)`` is a complete sentence."""
+        with self._lock:
+            self._fuel.refill()
+            return self._can_end(s, q)
+
+    def _can_end(self, s: int, q: int) -> bool:
         if q == START:
             return self.earley.accepting[s]
         e = self.dfa.emit[q]
@@ -93,6 +154,11 @@ class CompiledGrammar:
 
     def step_bytes(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
         """Consume ``data`` from ``(s, q)``; None if it cannot be a prefix of a sentence."""
+        with self._lock:
+            self._fuel.refill()
+            return self._step_bytes(s, q, data)
+
+    def _step_bytes(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
         dfa = self.dfa
         for b in data:
             nq = dfa.step(q, b)
@@ -113,11 +179,42 @@ class CompiledGrammar:
 
     def table(self, q: int) -> TokenTable:
         """The token table of lexer state ``q`` (built on first use, without impossible groups)."""
+        with self._lock:
+            self._fuel.refill()
+            return self._table(q)
+
+    def _table(self, q: int) -> TokenTable:
+        return self._table_entry(q)[0]
+
+    def _table_entry(self, q: int) -> list:
+        """``[table, parts or None, bytes]`` of lexer state ``q``'s class (LRU, bounded in bytes).
+
+        The parts (see :meth:`_lexeme_parts`) index the groups of the very table they sit
+        beside, so a table and its parts are evicted and rebuilt together.
+        """
         q = self._canon(q)
-        t = self._tables.get(q)
-        if t is None:
-            t = self._tables[q] = self._prune(self._builder.table(q))
-        return t
+        entry = self._tables.get(q)
+        if entry is not None:
+            self._tables.move_to_end(q)
+            return entry
+        table = self._prune(self._builder.table(q))
+        size = table.masks.nbytes + GROUP_BYTES * (len(table.groups) + 1)
+        if table.restart_mask is not None:
+            size += table.restart_mask.nbytes
+        size += sum(r.nbytes for _h, r in table.inherit)
+        entry = self._tables.get(q)   # building may have built this very table (hub reuse)
+        if entry is None:
+            entry = self._tables[q] = [table, None, size]
+            self._table_bytes += size
+            self._trim_tables()
+        return entry
+
+    def _trim_tables(self) -> None:
+        """Evict least recently used tables beyond ``table_cache_bytes`` (the newest one stays)."""
+        tables, bound = self._tables, self.limits.table_cache_bytes
+        while self._table_bytes > bound and len(tables) > 1:
+            _q, (_t, _p, size) = tables.popitem(last=False)
+            self._table_bytes -= size
 
     def _prune(self, table: TokenTable) -> TokenTable:
         """Drop the groups that no parser state can allow.
@@ -167,7 +264,12 @@ class CompiledGrammar:
         return out
 
     def mask(self, s: int, q: int) -> np.ndarray:
-        """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached; do not modify)."""
+        """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
+        with self._lock:
+            self._fuel.refill()
+            return self._mask(s, q)
+
+    def _mask(self, s: int, q: int) -> np.ndarray:
         key = (s, self._canon(q))
         row = self._masks.get(key)
         if row is not None:
@@ -179,27 +281,29 @@ class CompiledGrammar:
             self._masks.popitem(last=False)
         return row
 
-    def _lexeme_parts(self, q: int) -> list:
-        """The groups of ``q``'s table by their lexemes: ``[lexemes, members, picks]`` per
-        distinct lexeme sequence, ``members`` its ``(alive bits, group index)`` pairs and
+    @staticmethod
+    def _lexeme_parts(entry: list) -> list:
+        """The groups of a table entry's table by their lexemes: ``[lexemes, members, picks]``
+        per distinct lexeme sequence, ``members`` its ``(alive bits, group index)`` pairs and
         ``picks`` a memo from the terminals allowed after the lexemes to the groups chosen."""
-        q = self._canon(q)
-        parts = self._parts.get(q)
+        parts = entry[1]
         if parts is None:
             by: dict[tuple[int, ...], list] = {}
-            for g, (lexemes, alive) in enumerate(self.table(q).groups):
+            for g, (lexemes, alive) in enumerate(entry[0].groups):
                 by.setdefault(lexemes, []).append((alive, g))
-            parts = self._parts[q] = [[lexemes, members, {}] for lexemes, members in by.items()]
+            parts = entry[1] = [[lexemes, members, {}] for lexemes, members in by.items()]
         return parts
 
     def _compute_mask(self, s: int, q: int) -> np.ndarray:
-        table = self.table(q)
+        entry = self._table_entry(q)
+        table = entry[0]
         base = self._x(s)
         scan = self._scan
         expected = self.earley.expected
         ign = self.dfa.ignored_bits
         sel = []
-        for lexemes, members, picks in self._lexeme_parts(q):
+        added = 0
+        for lexemes, members, picks in self._lexeme_parts(entry):
             x = base
             if lexemes:
                 cur = s
@@ -213,20 +317,26 @@ class CompiledGrammar:
             chosen = picks.get(x)
             if chosen is None:
                 chosen = picks[x] = [g for alive, g in members if alive & x]
+                added += PICK_BYTES + 8 * len(chosen)
             sel += chosen
+        if added:
+            entry[2] += added
+            if self._tables.get(self._canon(q)) is entry:   # still cached: account it
+                self._table_bytes += added
+                self._trim_tables()
         if sel:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
             row = self._zero.copy()
         for h, inherited in table.inherit:
             # these tokens read as from h (START or a hub, whose tables inherit nothing)
-            row |= self.mask(s, h) & inherited
+            row |= self._mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it
             s1 = scan(s, table.restart_lexeme)
             if s1 >= 0:
-                row |= self.mask(s1, START) & table.restart_mask
-        if self.can_end(s, q):
+                row |= self._mask(s1, START) & table.restart_mask
+        if self._can_end(s, q):
             row = row | self.eos_row
         row.setflags(write=False)
         return row
@@ -246,25 +356,32 @@ class CompiledGrammar:
 
     def stats(self) -> dict:
         """Sizes of the lazily built parts (for benchmarks and debugging)."""
-        return {"lexer_states": self.dfa.n_states, "earley_sets": self.earley.n_sets,
-                "token_tables": len(self._tables), "cached_masks": len(self._masks),
-                "terminals": len(self.dfa.terminals), "rules": len(self.earley.cfg.rules)}
+        with self._lock:
+            return {"lexer_states": self.dfa.n_states, "earley_sets": self.earley.n_sets,
+                    "token_tables": len(self._tables), "cached_masks": len(self._masks),
+                    "terminals": len(self.dfa.terminals), "rules": len(self.earley.cfg.rules),
+                    **{f"{k}_cache_bytes": v for k, v in self.cache_bytes().items()}}
 
 
 class GrammarMatcher:
     """Per-request state over a :class:`CompiledGrammar`; implements the ``Constraint`` protocol.
 
-    Work per call is bounded by the compiled grammar's limits (Earley items per set,
-    number of Earley sets, lexer states); when one is exceeded the matcher enters a
-    permanent error state (``error`` holds the message) and its mask allows nothing.
+    Work per call is bounded by the compiled grammar's limits (the step budget, Earley items
+    per set, number of Earley sets, lexer states); when one is exceeded the matcher enters a
+    terminal error state: ``exception`` holds the typed error (a
+    :class:`~guidewire.core.LimitExceededError`, :class:`~guidewire.core.WorkLimitExceededError`
+    for the step budget), ``error`` its message, the mask allows nothing (not even EOS),
+    ``advance`` refuses every token and ``is_terminated()`` is true, until ``rollback``/``reset``.
+    A matcher is per request: share the compiled grammar across threads, not one matcher.
     """
 
-    __slots__ = ("grammar", "_stack", "error")
+    __slots__ = ("grammar", "_stack", "error", "exception")
 
     def __init__(self, grammar: CompiledGrammar, stack):
         self.grammar = grammar
         self._stack = stack
         self.error: str | None = None
+        self.exception: GuidewireError | None = None
 
     # state accessors
     @property
@@ -280,6 +397,7 @@ class GrammarMatcher:
 
     def _fail(self, exc: GuidewireError) -> None:
         self.error = str(exc)
+        self.exception = exc
 
     def current_mask(self) -> np.ndarray:
         """The current bitmask row (1-D int32, read-only)."""
@@ -352,18 +470,26 @@ class GrammarMatcher:
         if n:
             del self._stack[-n:]
         self.error = None
+        self.exception = None
 
     def reset(self) -> None:
         """Back to the start of the grammar."""
         del self._stack[1:]
         self.error = None
+        self.exception = None
 
     def is_accepting(self) -> bool:
         """Whether the output so far is a complete sentence (EOS is allowed)."""
         if self.error is not None:
             return False
         s, q, done = self._stack[-1]
-        return done or self.grammar.can_end(s, q)
+        if done:
+            return True
+        try:
+            return self.grammar.can_end(s, q)
+        except LimitExceededError as exc:
+            self._fail(exc)
+            return False
 
     def is_terminated(self) -> bool:
         """True once EOS has been consumed or the matcher is in its error state."""
@@ -383,15 +509,20 @@ class GrammarMatcher:
         s, q, _ = self._stack[-1]
         out = bytearray()
         try:
-            while len(out) < limit and not g.can_end(s, q):
-                nexts = [(b, st) for b in range(256) if (st := g.step_bytes(s, q, bytes([b]))) is not None]
-                if len(nexts) != 1:
-                    break
-                b, (s, q) = nexts[0]
-                out.append(b)
+            with g._lock:    # one acquire for the whole probe (the lock is re-entrant)
+                self._forced_loop(g, s, q, out, limit)
         except LimitExceededError:
             pass
         return bytes(out)
+
+    @staticmethod
+    def _forced_loop(g: CompiledGrammar, s: int, q: int, out: bytearray, limit: int) -> None:
+        while len(out) < limit and not g.can_end(s, q):
+            nexts = [(b, st) for b in range(256) if (st := g.step_bytes(s, q, bytes([b]))) is not None]
+            if len(nexts) != 1:
+                break
+            b, (s, q) = nexts[0]
+            out.append(b)
 
     def forced_tokens(self, limit: int = 4096) -> list[int]:
         """A tokenization of :meth:`forced_bytes` (greedy longest match; every token is allowed).
@@ -420,4 +551,5 @@ class GrammarMatcher:
         """An independent copy (shares the immutable compiled grammar)."""
         m = GrammarMatcher(self.grammar, list(self._stack))
         m.error = self.error
+        m.exception = self.exception
         return m

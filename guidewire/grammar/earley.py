@@ -161,6 +161,7 @@ class EarleyAutomaton:
         self._advances: dict[tuple[int, int], tuple[Item, ...]] = {}  # (set, lhs) -> advanced items
         self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
+        self.fuel = None   # a core.limits.Fuel charged per item built (set by the compiled grammar)
         self.initial = self._make([], predicts={cfg.start}, initial=True)
 
     def _predicted(self, sym: int) -> frozenset[Item]:
@@ -200,6 +201,8 @@ class EarleyAutomaton:
         if pred is not None:
             return pred
         items = frozenset().union(*(self._predicted(p) for p in predicts))
+        if self.fuel is not None:
+            self.fuel.spend(1 + len(items))
         rules, T = self.cfg.rules, self.cfg.n_terms
         expected = 0
         waiting: dict[int, list[Item]] = {}
@@ -255,6 +258,8 @@ class EarleyAutomaton:
                         agenda.append(it)
                 if len(items) > limit:
                     raise LimitExceededError(f"an Earley set exceeds {limit} items")
+        if self.fuel is not None:
+            self.fuel.spend(1 + len(items))
         key = tuple(sorted(items))
         sid = self._index.get(key)
         if sid is not None:

@@ -88,6 +88,7 @@ class ByteDFA:
         self._edge_table: tuple[np.ndarray, ...] | None = None
         self._eps_closure: dict[int, frozenset[int]] = {}      # NFA state -> its epsilon closure
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
+        self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
@@ -128,6 +129,8 @@ class ByteDFA:
         sid = len(self._states)
         if sid >= self.max_states:
             raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+        if self.fuel is not None:
+            self.fuel.spend(1 + len(nfa_set))
         self._states.append(nfa_set)
         self._index[nfa_set] = sid
         if len(nfa_set) > VECTOR_SET:
@@ -221,7 +224,10 @@ class ByteDFA:
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
         movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)]
-        if sum(len(edges[x]) for x in movers) > SWEEP_EDGES:
+        n_edges = sum(len(edges[x]) for x in movers)
+        if self.fuel is not None:
+            self.fuel.spend(1 + n_edges)
+        if n_edges > SWEEP_EDGES:
             row = self._sweep_numpy(movers)
         else:
             row = self._sweep(movers)

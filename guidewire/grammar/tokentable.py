@@ -15,6 +15,7 @@ group, never per token, and a mask is a ``bitwise_or`` over the chosen groups' r
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
 DENSE_KEY_SPACE = 1 << 12   # group keys below this are made dense with a lookup table, not a sort
 DENSE_KEY_RATIO = 4         # ... and so are keys whose space is at most this many times their number
 FEW_KEYS = 32               # up to this many keys are made dense in plain Python
+_VOCAB_CACHE_LOCK = threading.Lock()   # guards the per-vocabulary LRU memos (see _byte_set_cached)
 SUM_ROWS_TOKENS = 64        # group rows are summed (bincount) from this many tokens per group on
 
 
@@ -209,19 +211,29 @@ class LoopRuns:
 def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
     """Per-vocabulary LRU memo keyed by a 256-bool byte set, bounded by ``budget`` bytes.
 
-    ``build(vocab, byte_set)`` makes a missing value; ``nbytes(value)`` is its size.
+    ``build(vocab, byte_set)`` makes a missing value (a pure function: it runs outside the
+    lock, and two threads may build the same value, of which the first stored is kept);
+    ``nbytes(value)`` is its size. The memo itself is guarded by one process-wide lock, as
+    a vocabulary is shared by every grammar compiled for it.
     """
-    cache: OrderedDict = vocab._cache.setdefault(name, OrderedDict())
     key = np.packbits(byte_set).tobytes()
-    value = cache.get(key)
-    if value is not None:
-        cache.move_to_end(key)
-        return value
-    value = cache[key] = build(vocab, byte_set)
-    total = vocab._cache.get(name + ".bytes", 0) + nbytes(value)   # running total
-    while len(cache) > 1 and total > budget:
-        total -= nbytes(cache.popitem(last=False)[1])
-    vocab._cache[name + ".bytes"] = total
+    with _VOCAB_CACHE_LOCK:
+        cache: OrderedDict = vocab._cache.setdefault(name, OrderedDict())
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+            return value
+    value = build(vocab, byte_set)
+    with _VOCAB_CACHE_LOCK:
+        old = cache.get(key)
+        if old is not None:
+            cache.move_to_end(key)
+            return old
+        cache[key] = value
+        total = vocab._cache.get(name + ".bytes", 0) + nbytes(value)   # running total
+        while len(cache) > 1 and total > budget:
+            total -= nbytes(cache.popitem(last=False)[1])
+        vocab._cache[name + ".bytes"] = total
     return value
 
 
@@ -388,6 +400,7 @@ class TableBuilder:
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
         self._rows: list[list[int]] | None = None      # every row as a list, once all are built
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far
+        self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)
 
     # cached per-state arrays, refreshed incrementally when the DFA grows
     def _sync(self) -> None:
@@ -520,6 +533,8 @@ class TableBuilder:
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         cand, first, ptr, stays = self._candidates(row)
+        if self.fuel is not None:
+            self.fuel.spend(1 + cand.size)
         state = row.take(first)
         inherit: dict[int, np.ndarray] = {}
         chained = None
@@ -860,7 +875,10 @@ class TableBuilder:
         idx = np.arange(n)
         origin = ptr - 1
         ptr = ptr.copy()
+        fuel = self.fuel
         while idx.size:
+            if fuel is not None:
+                fuel.spend(idx.size)
             if _small_walk(idx.size, ends.take(idx), ptr, SMALL_WALK_TOKENS):
                 self._finish_small(idx, state, ptr, ends, fin, nb, lex)
                 break

@@ -1,0 +1,100 @@
+"""Work and memory limits of compiled grammars: defaults, environment overrides, the step budget.
+
+Every mask or advance of a :class:`~guidewire.grammar.CompiledGrammar` runs on a *step
+budget* ("fuel"): building lazy parts (lexer states and rows, Earley sets, token-table
+walks) spends work units, and a step that would spend more than ``step_work`` units, or
+run longer than ``step_seconds``, stops with :class:`~guidewire.core.errors.WorkLimitExceededError`
+(the matcher then holds a zero mask in a terminal error state). Memo hits cost nothing.
+Every memo of a grammar is bounded in bytes (``mask_cache_bytes``, ``table_cache_bytes``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from .errors import WorkLimitExceededError
+
+# one unit ~ one token byte walked, one NFA edge swept or one Earley item built: about 0.1-1 us
+DEFAULT_STEP_WORK = 20_000_000
+DEFAULT_STEP_SECONDS = 10.0
+DEFAULT_MASK_CACHE_BYTES = 32 << 20
+DEFAULT_TABLE_CACHE_BYTES = 64 << 20
+
+
+def _env(name: str, default, cast):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}") from None
+    if value <= 0:
+        raise ValueError(f"environment variable {name}={raw!r} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one compiled grammar (see the module docstring).
+
+    Defaults come from the environment when set: ``GUIDEWIRE_STEP_WORK``,
+    ``GUIDEWIRE_STEP_SECONDS``, ``GUIDEWIRE_MASK_CACHE_BYTES``, ``GUIDEWIRE_TABLE_CACHE_BYTES``.
+    ``step_seconds=None`` turns the wall-clock cap off (the work budget alone is deterministic).
+    """
+
+    step_work: int = field(default_factory=lambda: _env("GUIDEWIRE_STEP_WORK", DEFAULT_STEP_WORK, int))
+    step_seconds: float | None = field(
+        default_factory=lambda: _env("GUIDEWIRE_STEP_SECONDS", DEFAULT_STEP_SECONDS, float))
+    mask_cache_bytes: int = field(
+        default_factory=lambda: _env("GUIDEWIRE_MASK_CACHE_BYTES", DEFAULT_MASK_CACHE_BYTES, int))
+    table_cache_bytes: int = field(
+        default_factory=lambda: _env("GUIDEWIRE_TABLE_CACHE_BYTES", DEFAULT_TABLE_CACHE_BYTES, int))
+
+    def __post_init__(self):
+        for name in ("step_work", "mask_cache_bytes", "table_cache_bytes"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
+                raise ValueError(f"Limits.{name} must be a positive int, got {getattr(self, name)!r}")
+        if self.step_seconds is not None and not self.step_seconds > 0:
+            raise ValueError(f"Limits.step_seconds must be positive or None, got {self.step_seconds!r}")
+
+
+class Fuel:
+    """The work budget of one step: :meth:`refill` at the start, :meth:`spend` while building.
+
+    Not thread-safe by itself: the compiled grammar's lock serialises the steps that use it.
+    """
+
+    __slots__ = ("limit", "seconds", "left", "deadline", "spent")
+
+    def __init__(self, limit: int, seconds: float | None):
+        self.limit = limit
+        self.seconds = seconds
+        self.left = limit
+        self.deadline = None
+        self.spent = 0     # work spent by the current step (for benchmarks)
+
+    def refill(self) -> None:
+        """Start a new step with a full budget (the clock starts at the first spend)."""
+        self.left = self.limit
+        self.deadline = None
+        self.spent = 0
+
+    def spend(self, units: int) -> None:
+        """Spend ``units`` of work; raise :class:`WorkLimitExceededError` past the budget or deadline."""
+        self.left -= units
+        self.spent += units
+        if self.left < 0:
+            raise WorkLimitExceededError(
+                f"a single step needs more than {self.limit} work units (step_work; lexer states, "
+                "Earley items, token walks); raise it with Limits(step_work=...) or GUIDEWIRE_STEP_WORK")
+        if self.seconds is not None:
+            now = time.perf_counter()
+            if self.deadline is None:
+                self.deadline = now + self.seconds
+            elif now > self.deadline:
+                raise WorkLimitExceededError(
+                    f"a single step runs longer than {self.seconds} s (step_seconds); raise it with "
+                    "Limits(step_seconds=...) or GUIDEWIRE_STEP_SECONDS")
