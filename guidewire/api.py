@@ -1,7 +1,9 @@
 """The front door: ``generate_json`` and ``generate`` over a cached default model.
 
 Models and compiled grammars are cached per process (LRU; grammars keyed on the constraint
-spec, its options and the vocabulary's content hash), so repeated calls pay only for decoding.
+spec, its options and the vocabulary's content hash, at most 64 of them and at most
+``GRAMMAR_CACHE_BYTES``, 512 MiB or ``GUIDEWIRE_API_CACHE_BYTES``, in all), so repeated calls
+pay only for decoding.
 Every structured result is checked by an independent oracle before it is returned: JSON is
 parsed and validated with ``jsonschema`` (with a FormatChecker) or Pydantic, choices are
 compared with the list; a generation cut by ``max_tokens`` inside the language raises
@@ -11,6 +13,7 @@ compared with the list; a generation cut by ``max_tokens`` inside the language r
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -24,6 +27,7 @@ from .runtime.sampling import SamplingParams
 
 _MODEL_CACHE_SIZE = 2
 _GRAMMAR_CACHE_SIZE = 64
+GRAMMAR_CACHE_BYTES = int(os.environ.get("GUIDEWIRE_API_CACHE_BYTES") or (512 << 20))
 _models: OrderedDict[str, LoadedModel] = OrderedDict()
 _grammars: OrderedDict[tuple, Any] = OrderedDict()
 _lock = threading.RLock()
@@ -103,9 +107,23 @@ def get_grammar(kind: str, spec, vocab, **options):
     g = _compile(kind, spec, vocab, options)
     with _lock:
         _grammars[key] = g
-        while len(_grammars) > _GRAMMAR_CACHE_SIZE:
-            _grammars.popitem(last=False)
+        _trim_grammars()
     return g
+
+
+def _trim_grammars() -> None:
+    """Evict least recently used grammars beyond 64 or beyond ``GRAMMAR_CACHE_BYTES`` (by each
+    grammar's :meth:`~guidewire.grammar.CompiledGrammar.memory_bytes`, which grows as it is used;
+    the newest grammar always stays). Caller holds ``_lock``."""
+    while len(_grammars) > _GRAMMAR_CACHE_SIZE:
+        _grammars.popitem(last=False)
+    sizes = [g.memory_bytes() for g in _grammars.values()]
+    total = sum(sizes)
+    i = 0
+    while total > GRAMMAR_CACHE_BYTES and len(_grammars) > 1:
+        _grammars.popitem(last=False)
+        total -= sizes[i]
+        i += 1
 
 
 def _compile(kind: str, spec, vocab, options: dict):

@@ -82,7 +82,7 @@ class CompiledGrammar:
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
         self._builder = TableBuilder(dfa, vocab, lookup=self._table)
-        self._rep = self._lexer_classes()
+        self._rep: list[int] = self._lexer_classes().tolist()   # a list: indexing it is on the hot path
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
@@ -98,6 +98,15 @@ class CompiledGrammar:
             while len(self._masks) > self._mask_budget:
                 self._masks.popitem(last=False)
             self._trim_tables()
+
+    def memory_bytes(self) -> int:
+        """An estimate of the bytes this grammar holds: its bounded memos plus the lexer and
+        parser state built so far (transition rows, per-state arrays, Earley items)."""
+        with self._lock:
+            caches = self.cache_bytes()
+            lexer = self.dfa.trans.nbytes + self._builder._ext.nbytes + 200 * self.dfa.n_states
+            parser = sum(96 + 72 * len(items) for items in self.earley.items)
+            return caches["masks"] + caches["tables"] + lexer + parser
 
     def cache_bytes(self) -> dict:
         """Bytes accounted to the bounded memos: ``{"masks": ..., "tables": ...}``."""
@@ -126,7 +135,7 @@ class CompiledGrammar:
 
     def _canon(self, q: int) -> int:
         rep = self._rep
-        return int(rep[q]) if q < rep.shape[0] else q
+        return rep[q] if q < len(rep) else q
 
     # -- parser x lexer primitives ------------------------------------------------------------
     def _x(self, s: int) -> int:
@@ -265,7 +274,13 @@ class CompiledGrammar:
 
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
+        rep = self._rep
+        key = (s, rep[q] if q < len(rep) else q)
         with self._lock:
+            row = self._masks.get(key)   # the hit path, inlined: no budget needed
+            if row is not None:
+                self._masks.move_to_end(key)
+                return row
             self._fuel.refill()
             return self._mask(s, q)
 

@@ -234,9 +234,9 @@ def render_report(summary: dict, records: list[dict], images: list[str]) -> str:
         rows.append([e, s["schemas"], f"{s['passing']} ({100 * s['passing'] / n:.1f}%)",
                      *[s[k] for k in ERROR_STATUSES],
                      " / ".join(_fmt(s["ttfm_ms"][k]) for k in ("p50", "p90", "p99")),
-                     " / ".join(_fmt(s["tbm_us"][k]) for k in ("p50", "p90", "p99", "mean"))])
+                     " / ".join(_fmt(s["tbm_us"][k]) for k in ("p50", "p90", "p99", "mean", "max"))])
     md.append(_table(["engine", "schemas", "passing", "compile_error", "validation_error", "invalidation_error",
-                      "timeout", "memory", "error", "TTFM ms p50/p90/p99", "TBM µs p50/p90/p99/mean"], rows))
+                      "timeout", "memory", "error", "TTFM ms p50/p90/p99", "TBM µs p50/p90/p99/mean/max"], rows))
     rows = [[e, f"{i['valid_ok']}/{i['valid']}", f"{i['invalid_ok']}/{i['invalid']}",
              i["skipped_untokenizable"], eng[e]["inconsistencies"]]
             for e in engines for i in [eng[e]["instances"]]]
