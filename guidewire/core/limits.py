@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 
 from .errors import WorkLimitExceededError
 
-# one unit ~ one token byte walked, one NFA edge swept or one Earley item built: about 0.1-1 us
-DEFAULT_STEP_WORK = 20_000_000
-DEFAULT_STEP_SECONDS = 10.0
+# One unit ~ one running token per walk step, one NFA edge swept or lexer state built, one
+# Earley item built: about 0.13 us each (median over the big steps of 300 MaskBench schemas,
+# bench/step_work.py), whose largest single step took 378k units. The default is 13x that
+# (about 0.65 s of work); the wall-clock cap is a backstop for work the units undercount.
+DEFAULT_STEP_WORK = 5_000_000
+DEFAULT_STEP_SECONDS = 5.0
 DEFAULT_MASK_CACHE_BYTES = 32 << 20
 DEFAULT_TABLE_CACHE_BYTES = 64 << 20
 
