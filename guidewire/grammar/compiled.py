@@ -10,6 +10,7 @@ A matcher is a stack of ``(earley_set, lexer_state)`` pairs, one per consumed to
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -27,6 +28,7 @@ from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 __all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
 
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()   # False on a free-threaded build
 EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
 EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
@@ -45,8 +47,8 @@ class CompiledGrammar:
     *lazily built and shared*: lexer DFA states and rows, Earley sets and scans, token
     tables and their group choices, the FOLLOW list and the mask LRU. All of it is read
     and built under one re-entrant lock per grammar, taken once per public call (``mask``,
-    ``step_bytes``, ``can_end``, ``table``): an uncontended acquire costs well under a
-    microsecond beside a mask hit. Per-vocabulary memos (shared by every grammar of that
+    ``step_bytes``, ``can_end``, ``table``); a mask-cache hit is read without it where the
+    GIL makes each dict operation atomic (taken on a free-threaded build). Per-vocabulary memos (shared by every grammar of that
     vocabulary) have their own process-wide lock; pure per-vocabulary values (the token
     layout) may be built twice by racing threads, identically. Memos never change a mask:
     the caches can be evicted at any time.
@@ -276,8 +278,19 @@ class CompiledGrammar:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
         rep = self._rep
         key = (s, rep[q] if q < len(rep) else q)
+        if _GIL:
+            # the hit path without the lock: with the GIL each OrderedDict call below is atomic
+            # (int-tuple keys hash and compare in C), a stored row is final and read-only, and
+            # an entry evicted between the two calls only skips the LRU touch
+            row = self._masks.get(key)
+            if row is not None:
+                try:
+                    self._masks.move_to_end(key)
+                except KeyError:
+                    pass
+                return row
         with self._lock:
-            row = self._masks.get(key)   # the hit path, inlined: no budget needed
+            row = self._masks.get(key)
             if row is not None:
                 self._masks.move_to_end(key)
                 return row
