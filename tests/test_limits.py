@@ -172,3 +172,30 @@ def test_api_grammar_cache_is_bounded_in_bytes(smollm2, monkeypatch):
         assert list(api._grammars.values()) == [last]
     finally:
         api.clear_caches()
+
+
+def test_fragment_store_is_bounded_in_bytes():
+    import sys
+
+    from guidewire.grammar.fragments import FragmentStore, analyse, capture
+    from guidewire.grammar.regex import NFA, compile_into
+
+    def stored(pattern):
+        nfa = NFA()
+        frag = compile_into(nfa, pattern, 0)
+        return capture(nfa, 0, frag, analyse(nfa, 0, frag))
+
+    a, b, c = stored("[a-z]{3,8}"), stored(r"\d+\.\d+"), stored("abc|def")
+    for s in (a, b, c):   # the estimate covers what the tuples really hold (sys.getsizeof)
+        held = (sum(sys.getsizeof(t) for t in s.eps)
+                + sum(sys.getsizeof(e) + sum(sys.getsizeof(x) for x in e) for e in s.edges))
+        assert s.nbytes >= held > 0
+    store = FragmentStore(max_states=10**9, max_fragment_states=10**9, max_bytes=a.nbytes + c.nbytes + 1)
+    store.put("a", a)
+    store.put("b", b)
+    assert store.get("a") is a
+    store.put("c", c)
+    assert store.get("b") is None and store.get("a") is a and store.get("c") is c
+    assert store.n_bytes == a.nbytes + c.nbytes <= store.max_bytes
+    store.put("huge", stored(r"\w{2,40}"))   # alone over the bound: never stored
+    assert store.get("huge") is None and store.n_bytes <= store.max_bytes

@@ -10,7 +10,7 @@ among them (a *closed* fragment). Such a fragment is stored with state ids relat
 its first state and copied into another NFA at an offset (:func:`splice`), with its
 analysis. :class:`FragmentStore` keys fragments by what determines the automaton exactly
 (a pattern and its flags, a literal, or a builder's key) and is bounded by the number of
-NFA states it holds (least recently used fragments go first).
+NFA states it holds and by an estimate of their bytes (least recently used fragments go first).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .regex import NFA, RegexFragment
 
 MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never stored
 MAX_STORED_STATES = 200_000     # total NFA states held by the process-wide store
+MAX_STORED_BYTES = 64 << 20     # ... and at most this many bytes (see StoredFragment.nbytes)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class StoredFragment:
     edges: tuple[tuple[tuple[int, int, int], ...], ...]
     fragment: RegexFragment
     facts: FragmentFacts
+    nbytes: int = 0     # estimated memory held (tuples, ints, liveness), set by capture()
 
     @property
     def n_states(self) -> int:
@@ -118,7 +120,10 @@ def capture(nfa: NFA, first: int, frag: RegexFragment, facts: FragmentFacts) -> 
     eps = tuple(tuple(t - first for t in e) for e in nfa.eps[first:])
     edges = tuple(tuple((lo, hi, t - first) for lo, hi, t in e) for e in nfa.edges[first:])
     rel = RegexFragment(frag.start - first, frag.end - first, frag.has_lazy, frag.nullable)
-    return StoredFragment(eps, edges, rel, facts)
+    # per state two tuples (56 B each); per epsilon target a slot and an int; per edge a
+    # 3-tuple with its ints and slot; a liveness byte
+    size = (113 * len(eps) + 36 * sum(len(e) for e in eps) + 160 * sum(len(e) for e in edges))
+    return StoredFragment(eps, edges, rel, facts, size)
 
 
 def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
@@ -132,13 +137,17 @@ def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
 
 
 class FragmentStore:
-    """A thread-safe LRU store of :class:`StoredFragment` by key, bounded by total NFA states."""
+    """A thread-safe LRU store of :class:`StoredFragment` by key, bounded by total NFA states
+    and by total estimated bytes."""
 
-    def __init__(self, max_states: int = MAX_STORED_STATES, max_fragment_states: int = MAX_FRAGMENT_STATES):
+    def __init__(self, max_states: int = MAX_STORED_STATES, max_fragment_states: int = MAX_FRAGMENT_STATES,
+                 max_bytes: int = MAX_STORED_BYTES):
         self.max_states = max_states
         self.max_fragment_states = max_fragment_states
+        self.max_bytes = max_bytes
         self._items: OrderedDict[object, StoredFragment] = OrderedDict()
         self._states = 0
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key) -> StoredFragment | None:
@@ -155,23 +164,27 @@ class FragmentStore:
 
     def put(self, key, item: StoredFragment) -> None:
         """Store ``item`` under ``key``, evicting least recently used fragments beyond the bound."""
-        if not self.accepts(item.n_states):
+        if not self.accepts(item.n_states) or item.nbytes > self.max_bytes:
             return
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
                 self._states -= old.n_states
+                self._bytes -= old.nbytes
             self._items[key] = item
             self._states += item.n_states
-            while self._states > self.max_states:
+            self._bytes += item.nbytes
+            while self._states > self.max_states or self._bytes > self.max_bytes:
                 _k, gone = self._items.popitem(last=False)
                 self._states -= gone.n_states
+                self._bytes -= gone.nbytes
 
     def clear(self) -> None:
         """Drop every stored fragment."""
         with self._lock:
             self._items.clear()
             self._states = 0
+            self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -180,6 +193,11 @@ class FragmentStore:
     def n_states(self) -> int:
         """Total NFA states held."""
         return self._states
+
+    @property
+    def n_bytes(self) -> int:
+        """Total estimated bytes held."""
+        return self._bytes
 
 
 STORE = FragmentStore()
