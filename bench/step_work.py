@@ -39,6 +39,9 @@ def _alarm(_sig, _frame):
     raise _Timeout()
 
 
+SIZES: list = []   # per schema: (lexer bytes, parser bytes, memory_bytes) after its walks
+
+
 def measure(path: str, bundle, steps: list) -> str:
     """Walk every instance of one schema; append ``(kind, units, seconds, path)`` per step."""
     case = load_case(path)
@@ -67,6 +70,7 @@ def measure(path: str, bundle, steps: list) -> str:
             steps.append(("advance", fuel.spent, time.perf_counter() - t0, path))
             if not ok:
                 break
+    SIZES.append((g.dfa.nbytes, g.earley.nbytes, g.memory_bytes(), os.path.basename(path)))
     return "ok"
 
 
@@ -108,6 +112,9 @@ def main(argv=None) -> None:
         "seconds_max": float(secs.max()),
         "us_per_unit_big_steps": (float(np.median(secs[big] / units[big]) * 1e6) if big.any() else None),
         "us_per_unit_big_steps_max": (float((secs[big] / units[big]).max() * 1e6) if big.any() else None),
+        "max_lexer_bytes": max(SIZES)[0:1] + [max(SIZES)[3]] if SIZES else None,
+        "max_parser_bytes": max(SIZES, key=lambda x: x[1])[1::2] if SIZES else None,
+        "max_memory_bytes": max(SIZES, key=lambda x: x[2])[2:] if SIZES else None,
         "top_units": [(k, u, round(t * 1e3, 2), os.path.basename(pth)) for k, u, t, pth in top],
         "top_seconds": [(k, u, round(t * 1e3, 2), os.path.basename(pth)) for k, u, t, pth in slow],
     }

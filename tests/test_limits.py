@@ -199,3 +199,22 @@ def test_fragment_store_is_bounded_in_bytes():
     assert store.n_bytes == a.nbytes + c.nbytes <= store.max_bytes
     store.put("huge", stored(r"\w{2,40}"))   # alone over the bound: never stored
     assert store.get("huge") is None and store.n_bytes <= store.max_bytes
+
+
+@pytest.mark.parametrize("kind, bound", [("regex", "lexer_bytes"), ("lark_sql", "parser_bytes")])
+def test_state_space_bounds_are_terminal_errors(smollm2, kind, bound):
+    g = KINDS[kind](smollm2)
+    built = g.dfa.nbytes if bound == "lexer_bytes" else g.earley.nbytes
+    assert built > 0
+    g.set_limits(Limits(**{bound: built + 1}))   # no room for one more lexer state / Earley set
+    m = g.matcher()
+    buf = allocate_token_bitmask(1, smollm2.vocab_size)
+    text = ["ab", "bb", "ba", "aa"] * 10 if kind == "regex" else ["SELECT", " a", " FROM", " t", " WHERE", " a", "="]
+    for t in text:
+        m.fill_bitmask(buf, 0)
+        if m.exception is not None or not m.advance(_tok(smollm2, t)):
+            break
+    assert isinstance(m.exception, LimitExceededError) and bound in m.error
+    m.fill_bitmask(buf, 0)
+    assert not buf.any() and m.is_terminated()
+    assert (g.dfa.nbytes if bound == "lexer_bytes" else g.earley.nbytes) <= built + 1

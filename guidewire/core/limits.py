@@ -24,6 +24,8 @@ DEFAULT_STEP_WORK = 5_000_000
 DEFAULT_STEP_SECONDS = 5.0
 DEFAULT_MASK_CACHE_BYTES = 32 << 20
 DEFAULT_TABLE_CACHE_BYTES = 64 << 20
+DEFAULT_LEXER_BYTES = 256 << 20    # lexer states are not a memo (matchers hold their ids):
+DEFAULT_PARSER_BYTES = 256 << 20   # ... past these bounds a step fails with LimitExceededError
 
 
 def _env(name: str, default, cast):
@@ -43,8 +45,12 @@ def _env(name: str, default, cast):
 class Limits:
     """The limits of one compiled grammar (see the module docstring).
 
+    ``lexer_bytes``/``parser_bytes`` bound the estimated memory of the lexer states and Earley
+    sets built: they are the state space matchers point into, not memos, so past a bound a
+    step fails with :class:`~guidewire.core.errors.LimitExceededError` instead of evicting.
     Defaults come from the environment when set: ``GUIDEWIRE_STEP_WORK``,
-    ``GUIDEWIRE_STEP_SECONDS``, ``GUIDEWIRE_MASK_CACHE_BYTES``, ``GUIDEWIRE_TABLE_CACHE_BYTES``.
+    ``GUIDEWIRE_STEP_SECONDS``, ``GUIDEWIRE_MASK_CACHE_BYTES``, ``GUIDEWIRE_TABLE_CACHE_BYTES``,
+    ``GUIDEWIRE_LEXER_BYTES``, ``GUIDEWIRE_PARSER_BYTES``.
     ``step_seconds=None`` turns the wall-clock cap off (the work budget alone is deterministic).
     """
 
@@ -55,9 +61,11 @@ class Limits:
         default_factory=lambda: _env("GUIDEWIRE_MASK_CACHE_BYTES", DEFAULT_MASK_CACHE_BYTES, int))
     table_cache_bytes: int = field(
         default_factory=lambda: _env("GUIDEWIRE_TABLE_CACHE_BYTES", DEFAULT_TABLE_CACHE_BYTES, int))
+    lexer_bytes: int = field(default_factory=lambda: _env("GUIDEWIRE_LEXER_BYTES", DEFAULT_LEXER_BYTES, int))
+    parser_bytes: int = field(default_factory=lambda: _env("GUIDEWIRE_PARSER_BYTES", DEFAULT_PARSER_BYTES, int))
 
     def __post_init__(self):
-        for name in ("step_work", "mask_cache_bytes", "table_cache_bytes"):
+        for name in ("step_work", "mask_cache_bytes", "table_cache_bytes", "lexer_bytes", "parser_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
                 raise ValueError(f"Limits.{name} must be a positive int, got {getattr(self, name)!r}")
         if self.step_seconds is not None and not self.step_seconds > 0:

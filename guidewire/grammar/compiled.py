@@ -60,7 +60,8 @@ class CompiledGrammar:
     error state with an all-zero mask). The mask LRU is bounded by ``mask_cache_bytes``,
     the token tables (with their memoised group choices) by ``table_cache_bytes``. Lexer
     states and Earley sets are the state space matchers point into, not memos: they are
-    bounded by counts (``dfa.max_states``, ``earley.max_sets``/``max_items``) and raise
+    bounded by estimated bytes (``lexer_bytes``, ``parser_bytes``) and counts
+    (``dfa.max_states``, ``earley.max_sets``/``max_items``) and raise
     :class:`~guidewire.core.LimitExceededError` beyond them.
     """
 
@@ -96,6 +97,8 @@ class CompiledGrammar:
             self.limits = limits
             self._fuel = fuel = Fuel(limits.step_work, limits.step_seconds)
             self.dfa.fuel = self.earley.fuel = self._builder.fuel = fuel
+            self.dfa.max_bytes = limits.lexer_bytes
+            self.earley.max_bytes = limits.parser_bytes
             self._mask_budget = max(1, limits.mask_cache_bytes // (self.words * 4 + MASK_ENTRY_OVERHEAD))
             while len(self._masks) > self._mask_budget:
                 self._masks.popitem(last=False)
@@ -106,9 +109,7 @@ class CompiledGrammar:
         parser state built so far (transition rows, per-state arrays, Earley items)."""
         with self._lock:
             caches = self.cache_bytes()
-            lexer = self.dfa.trans.nbytes + self._builder._ext.nbytes + 200 * self.dfa.n_states
-            parser = sum(96 + 72 * len(items) for items in self.earley.items)
-            return caches["masks"] + caches["tables"] + lexer + parser
+            return caches["masks"] + caches["tables"] + self.dfa.nbytes + self.earley.nbytes
 
     def cache_bytes(self) -> dict:
         """Bytes accounted to the bounded memos: ``{"masks": ..., "tables": ...}``."""

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
 
 Item = tuple[int, int, int]
+SET_BYTES = 600     # an interned set: its lists' slots, index entry, per-symbol dicts
+ITEM_BYTES = 180    # an item of its core: the tuple, its advanced copy, dict and list slots
+SCAN_BYTES = 120    # a memoised scan
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ class EarleyAutomaton:
         self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
         self.fuel = None   # a core.limits.Fuel charged per item built (set by the compiled grammar)
+        self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
+        self.nbytes = 0    # estimated memory of the sets and scans built (see SET_BYTES)
         self.initial = self._make([], predicts={cfg.start}, initial=True)
 
     def _predicted(self, sym: int) -> frozenset[Item]:
@@ -270,6 +275,11 @@ class EarleyAutomaton:
         pred = self._prediction(frozenset(predicted))
         if len(items) + len(pred.items) > limit:
             raise LimitExceededError(f"an Earley set exceeds {limit} items")
+        size = SET_BYTES + ITEM_BYTES * len(key)
+        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
+            raise LimitExceededError(f"the parser's Earley sets exceed {self.max_bytes} bytes "
+                                     f"({sid} sets; parser_bytes)")
+        self.nbytes += size
         expected = pred.expected
         waiting: dict[int, list[Item]] = {}
         by_terminal: dict[int, list[Item]] = {}
@@ -328,6 +338,7 @@ class EarleyAutomaton:
                 kernel.append((r, d + 1, sid))
         out = self._make(kernel) if kernel else -1
         self._scan[(sid, key)] = out
+        self.nbytes += SCAN_BYTES
         return out
 
     @property

@@ -28,6 +28,7 @@ DEAD = 0
 START = 1
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
+STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
 FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
@@ -89,6 +90,8 @@ class ByteDFA:
         self._eps_closure: dict[int, frozenset[int]] = {}      # NFA state -> its epsilon closure
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
+        self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
+        self.nbytes = 0    # estimated memory of the states built (see STATE_BYTES)
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
@@ -131,6 +134,10 @@ class ByteDFA:
             raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
         if self.fuel is not None:
             self.fuel.spend(1 + len(nfa_set))
+        size = STATE_BYTES + 32 * len(nfa_set)
+        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({sid} states; lexer_bytes)")
+        self.nbytes += size
         self._states.append(nfa_set)
         self._index[nfa_set] = sid
         if len(nfa_set) > VECTOR_SET:
