@@ -48,9 +48,10 @@ class CompiledGrammar:
     tables and their group choices, the FOLLOW list and the mask LRU. All of it is read
     and built under one re-entrant lock per grammar, taken once per public call (``mask``,
     ``step_bytes``, ``can_end``, ``table``); a mask-cache hit is read without it where the
-    GIL makes each dict operation atomic (taken on a free-threaded build). Per-vocabulary memos (shared by every grammar of that
-    vocabulary) have their own process-wide lock; pure per-vocabulary values (the token
-    layout) may be built twice by racing threads, identically. Memos never change a mask:
+    GIL makes each dict operation atomic (with it on a free-threaded build). Per-vocabulary
+    memos (shared by every grammar of that vocabulary) have their own process-wide lock;
+    pure per-vocabulary values (the token layout) may be built twice by racing threads,
+    identically. Memos never change a mask:
     the caches can be evicted at any time.
 
     Limits (:class:`~guidewire.core.Limits`, set with ``limits=`` or :meth:`set_limits`):
