@@ -112,9 +112,9 @@ def main(argv=None) -> None:
         "seconds_max": float(secs.max()),
         "us_per_unit_big_steps": (float(np.median(secs[big] / units[big]) * 1e6) if big.any() else None),
         "us_per_unit_big_steps_max": (float((secs[big] / units[big]).max() * 1e6) if big.any() else None),
-        "max_lexer_bytes": max(SIZES)[0:1] + [max(SIZES)[3]] if SIZES else None,
-        "max_parser_bytes": max(SIZES, key=lambda x: x[1])[1::2] if SIZES else None,
-        "max_memory_bytes": max(SIZES, key=lambda x: x[2])[2:] if SIZES else None,
+        # (bytes, schema) of the largest lexer, parser and whole grammar
+        **{f"max_{name}_bytes": [max(SIZES, key=lambda x: x[i])[i], max(SIZES, key=lambda x: x[i])[3]]
+           for i, name in enumerate(("lexer", "parser", "memory")) if SIZES},
         "top_units": [(k, u, round(t * 1e3, 2), os.path.basename(pth)) for k, u, t, pth in top],
         "top_seconds": [(k, u, round(t * 1e3, 2), os.path.basename(pth)) for k, u, t, pth in slow],
     }
