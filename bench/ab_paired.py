@@ -1,0 +1,104 @@
+"""Paired A/B of mask times: two long-lived workers (old tree, new tree) walk the same schemas,
+schema by schema, in alternating order, so both meet the same machine load.
+
+Each worker compiles a schema cold and walks its tokenized MaskBench instances, timing every
+``fill_bitmask``; the masks are the same sequence in both trees, so per-mask times pair up.
+Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks.
+
+    git archive <base-commit> | tar -x -C /tmp/base
+    python bench/ab_paired.py --base /tmp/base --n 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(HERE, "..", "shared", "data", "maskbench")
+WORKER = r'''
+import json, sys, time
+import numpy as np
+from guidewire.grammar import compile_json_schema
+from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances
+b = load_tokenizer("smollm2")
+print("ready", flush=True)
+for line in sys.stdin:
+    times = []
+    try:
+        case = load_case(line.strip())
+        g = compile_json_schema(case.schema, b.vocab)
+        buf = np.zeros((1, g.words), dtype=np.int32)
+        for inst in tokenize_instances(case, b):
+            toks = inst["tokens"]
+            if not toks:
+                continue
+            m = g.matcher()
+            for tok in toks:
+                t0 = time.perf_counter_ns()
+                m.fill_bitmask(buf, 0)
+                times.append((time.perf_counter_ns() - t0) / 1e3)
+                if not (buf[0, tok >> 5] >> (tok & 31)) & 1 or not m.advance(tok):
+                    break
+    except Exception as exc:
+        times = []
+    print(json.dumps(times), flush=True)
+'''
+
+
+def _start(tree: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": tree, "HF_HUB_OFFLINE": "1", "GUIDEWIRE_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    p = subprocess.Popen([sys.executable, "-c", WORKER], cwd=tree, env=env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def _ask(p: subprocess.Popen, path: str) -> list[float]:
+    p.stdin.write(path + "\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--new", default=HERE)
+    ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=5)
+    args = ap.parse_args(argv)
+    files = sorted(f for f in os.listdir(args.data) if f.endswith(".json"))
+    sample = random.Random(args.seed).sample(files, min(args.n, len(files)))
+    workers = {"base": _start(os.path.abspath(args.base)), "new": _start(os.path.abspath(args.new))}
+    got: dict[str, list] = {"base": [], "new": []}
+    for i, name in enumerate(sample):
+        path = os.path.abspath(os.path.join(args.data, name))
+        order = ("base", "new") if i % 2 == 0 else ("new", "base")
+        res = {k: _ask(workers[k], path) for k in order}
+        if len(res["base"]) == len(res["new"]):   # the same masks: pair them
+            for k in got:
+                got[k].extend(res[k])
+    for p in workers.values():
+        p.stdin.close()
+        p.wait()
+    base, new = (np.array(got[k]) for k in ("base", "new"))
+    out = {k: {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+               "max": float(a.max())} for k, a in (("base", base), ("new", new))}
+    slow = base >= np.percentile(base, 99)
+    out["ratio_p50"] = out["new"]["p50"] / out["base"]["p50"]
+    out["ratio_p99"] = out["new"]["p99"] / out["base"]["p99"]
+    out["median_pair_ratio_all"] = float(np.median(new / base))
+    out["median_pair_ratio_slowest_1pct"] = float(np.median(new[slow] / base[slow]))
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
