@@ -86,7 +86,8 @@ class CompiledGrammar:
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
         self._builder = TableBuilder(dfa, vocab, lookup=self._table)
-        self._rep: list[int] = self._lexer_classes().tolist()   # a list: indexing it is on the hot path
+        self._rep = self._lexer_classes()
+        self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
@@ -138,7 +139,7 @@ class CompiledGrammar:
         return self.dfa.equivalent_states(prefer=prefer, depth=vocab_layout(self.vocab).max_len)
 
     def _canon(self, q: int) -> int:
-        rep = self._rep
+        rep = self._rep_list
         return rep[q] if q < len(rep) else q
 
     # -- parser x lexer primitives ------------------------------------------------------------
@@ -278,7 +279,7 @@ class CompiledGrammar:
 
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
-        rep = self._rep
+        rep = self._rep_list
         key = (s, rep[q] if q < len(rep) else q)
         if _GIL:
             # the hit path without the lock: with the GIL each OrderedDict call below is atomic
