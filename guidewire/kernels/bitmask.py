@@ -2,7 +2,8 @@
 
 Bit ``t % 32`` of word ``t // 32`` of a bitmask row set means token ``t`` is allowed (the XGrammar /
 llguidance layout); tokens beyond the bitmask's width are disallowed and words beyond the logits'
-width are ignored. Disallowed logits become ``-inf``; allowed logits keep their exact values.
+width are ignored. Disallowed logits become ``-inf`` (a ``+inf`` or NaN one too); allowed logits keep
+their exact values.
 """
 
 from __future__ import annotations
@@ -15,34 +16,34 @@ from ._triton import TritonKernel, next_pow2, triton_kernel, use_triton
 tl = None  # triton.language, bound by TritonKernel on first launch (keeps Triton out of the import)
 
 __all__ = ["apply_token_bitmask_inplace", "apply_token_bitmask_inplace_torch", "apply_token_bitmask_inplace_triton",
-           "unpack_bits", "bitmask_ceiling"]
+           "unpack_bits", "bitmask_ceiling", "mask_floor"]
 
 _TABLES: dict[tuple, torch.Tensor] = {}
 
 
-def _byte_table(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+def _byte_table(device: torch.device, dtype: torch.dtype, allowed=float("inf")) -> torch.Tensor:
     """``(256, 8)`` table: entry ``[b, i]`` is bit ``i`` of byte ``b`` (bool), or for a float dtype
-    ``+inf`` where the bit is set and ``-inf`` where it is clear."""
-    key = (device, dtype)
+    ``allowed`` where the bit is set and ``-inf`` where it is clear."""
+    key = (device, dtype, None if dtype == torch.bool else str(allowed))
     t = _TABLES.get(key)
     if t is None:
         b = torch.arange(256, dtype=torch.int32).unsqueeze(1)
         bits = ((b >> torch.arange(8, dtype=torch.int32)) & 1) == 1
         if dtype != torch.bool:
-            bits = torch.full((256, 8), float("-inf")).masked_fill_(bits, float("inf")).to(dtype)
+            bits = torch.full((256, 8), float("-inf")).masked_fill_(bits, allowed).to(dtype)
         t = _TABLES[key] = bits.to(device)
     return t
 
 
-def _expand(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype, fill) -> torch.Tensor:
+def _expand(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype, fill, allowed=float("inf")) -> torch.Tensor:
     """``(batch, vocab_size)`` per-token table lookup of a ``(batch, W)`` int32 bitmask (one byte at
-    a time); columns at or beyond ``32 * W`` get ``fill``."""
+    a time); columns at or beyond ``32 * W`` get ``fill``, allowed float columns ``allowed``."""
     bm = bitmask if bitmask.dim() == 2 else bitmask.reshape(1, -1)
     batch, width = bm.shape[0], bm.shape[1] * 32
     if width == 0:
         return torch.full((batch, vocab_size), fill, dtype=dtype, device=bm.device)
     as_bytes = bm.contiguous().view(torch.uint8).reshape(-1).long()  # little-endian: byte k = bits 8k..8k+7
-    out = _byte_table(bm.device, dtype).index_select(0, as_bytes).reshape(batch, width)
+    out = _byte_table(bm.device, dtype, allowed).index_select(0, as_bytes).reshape(batch, width)
     if width >= vocab_size:
         return out[:, :vocab_size]
     pad = torch.full((batch, vocab_size - width), fill, dtype=dtype, device=bm.device)
@@ -64,6 +65,17 @@ def bitmask_ceiling(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype =
     boolean ``masked_fill`` (NaN logits stay NaN).
     """
     return _expand(bitmask, vocab_size, dtype, float("-inf"))
+
+
+def mask_floor(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``(batch, vocab_size)`` tensor: NaN for allowed tokens, ``-inf`` for the rest.
+
+    ``torch.fmin(logits, floor)`` masks logits exactly: ``fmin`` returns the non-NaN operand, so
+    every disallowed logit becomes ``-inf`` -- a ``+inf`` or NaN one included -- and every allowed
+    logit keeps its value (NaN and ``+inf`` too). As fast as ``torch.minimum`` with
+    :func:`bitmask_ceiling`, which would leave a disallowed NaN logit NaN.
+    """
+    return _expand(bitmask, vocab_size, dtype, float("-inf"), allowed=float("nan"))
 
 
 def _prepare(logits, bitmask, vocab_size, indices):
@@ -103,12 +115,12 @@ def apply_token_bitmask_inplace_torch(logits: torch.Tensor, bitmask, vocab_size:
     view, bm, vocab, idx = _prepare(logits, bitmask, vocab_size, indices)
     if vocab == 0 or bm.shape[0] == 0:
         return logits
-    ceiling = bitmask_ceiling(bm, vocab, view.dtype)
+    floor = mask_floor(bm, vocab, view.dtype)
     part = view[:, :vocab]
     if idx is None:
-        torch.minimum(part, ceiling, out=part)
+        torch.fmin(part, floor, out=part)
     else:
-        part.index_copy_(0, idx, torch.minimum(part.index_select(0, idx), ceiling))
+        part.index_copy_(0, idx, torch.fmin(part.index_select(0, idx), floor))
     return logits
 
 
