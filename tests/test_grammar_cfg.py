@@ -11,6 +11,7 @@
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -331,11 +332,14 @@ def test_lexer_state_classes_match_table_filling(smollm2):
     """The vectorised Moore refinement finds exactly the indistinguishable lexer states."""
     ran = {"tried": 0, "compared": 0}
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None,
+              derandomize=True)
     @given(st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4), min_size=1, max_size=4))
     def run(terminals):
         ran["tried"] += 1
-        rules = "\n".join(f"T{i}: /{''.join(p)}/" for i, p in enumerate(terminals))
+        pats = ["".join(p) for p in terminals]
+        pats = [p if re.fullmatch(p, "") is None else p + "c" for p in pats]  # nullable terminals are refused
+        rules = "\n".join(f"T{i}: /{p}/" for i, p in enumerate(pats))
         text = "start: (" + " | ".join(f"T{i}" for i in range(len(terminals))) + ")+\n" + rules
         try:
             g = compile_lark(text, smollm2)

@@ -25,7 +25,7 @@ def terminal_sets(draw):
     pats = []
     for _ in range(draw(st.integers(1, 4))):
         parts = draw(st.lists(st.tuples(st.sampled_from(ATOMS), st.sampled_from(QUANTS)), min_size=1, max_size=4))
-        pats.append("".join(a + q for a, q in parts))
+        pats.append("".join(a + q if not q else f"(?:{a}){q}" for a, q in parts))  # "x?" + "*" is no regex
     return pats
 
 
@@ -46,7 +46,8 @@ def _build(patterns, sweep_edges, monkeypatch):
 def test_numpy_sweep_builds_the_same_dfa(monkeypatch):
     ran = {"tried": 0, "compared": 0}
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
     @given(terminal_sets())
     def run(patterns):
         ran["tried"] += 1
