@@ -15,7 +15,7 @@ Only torch is needed to import this package; it does not import :mod:`guidewire.
 
 from ._triton import interpret_mode, triton_available, triton_importable
 from .bitmask import (apply_token_bitmask_inplace, apply_token_bitmask_inplace_torch,
-                      apply_token_bitmask_inplace_triton, bitmask_ceiling, mask_floor, unpack_bits)
+                      apply_token_bitmask_inplace_triton, bitmask_ceiling, unpack_bits)
 from .sampling import (inverse_cdf, masked_softmax, masked_softmax_torch, masked_softmax_triton, sample_masked,
                        sample_masked_torch, sample_masked_triton)
 from .speculative import (greedy_accept, speculative_accept, speculative_accept_batch, speculative_accept_torch,
@@ -26,7 +26,7 @@ from .tree_attention import (DraftTree, tree_ancestors, tree_attention_mask, tre
 __all__ = [
     "triton_available", "triton_importable", "interpret_mode",
     "apply_token_bitmask_inplace", "apply_token_bitmask_inplace_torch", "apply_token_bitmask_inplace_triton",
-    "unpack_bits", "bitmask_ceiling", "mask_floor",
+    "unpack_bits", "bitmask_ceiling",
     "masked_softmax", "masked_softmax_torch", "masked_softmax_triton", "sample_masked", "sample_masked_torch",
     "sample_masked_triton", "inverse_cdf",
     "speculative_accept", "speculative_accept_batch", "speculative_accept_torch", "speculative_accept_triton",

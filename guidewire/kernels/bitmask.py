@@ -8,6 +8,8 @@ their exact values.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -16,34 +18,34 @@ from ._triton import TritonKernel, next_pow2, triton_kernel, use_triton
 tl = None  # triton.language, bound by TritonKernel on first launch (keeps Triton out of the import)
 
 __all__ = ["apply_token_bitmask_inplace", "apply_token_bitmask_inplace_torch", "apply_token_bitmask_inplace_triton",
-           "unpack_bits", "bitmask_ceiling", "mask_floor"]
+           "unpack_bits", "bitmask_ceiling"]
 
 _TABLES: dict[tuple, torch.Tensor] = {}
 
 
-def _byte_table(device: torch.device, dtype: torch.dtype, allowed=float("inf")) -> torch.Tensor:
+def _byte_table(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """``(256, 8)`` table: entry ``[b, i]`` is bit ``i`` of byte ``b`` (bool), or for a float dtype
-    ``allowed`` where the bit is set and ``-inf`` where it is clear."""
-    key = (device, dtype, None if dtype == torch.bool else str(allowed))
+    ``+inf`` where the bit is set and ``-inf`` where it is clear."""
+    key = (device, dtype)
     t = _TABLES.get(key)
     if t is None:
         b = torch.arange(256, dtype=torch.int32).unsqueeze(1)
         bits = ((b >> torch.arange(8, dtype=torch.int32)) & 1) == 1
         if dtype != torch.bool:
-            bits = torch.full((256, 8), float("-inf")).masked_fill_(bits, allowed).to(dtype)
+            bits = torch.full((256, 8), float("-inf")).masked_fill_(bits, float("inf")).to(dtype)
         t = _TABLES[key] = bits.to(device)
     return t
 
 
-def _expand(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype, fill, allowed=float("inf")) -> torch.Tensor:
+def _expand(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype, fill) -> torch.Tensor:
     """``(batch, vocab_size)`` per-token table lookup of a ``(batch, W)`` int32 bitmask (one byte at
-    a time); columns at or beyond ``32 * W`` get ``fill``, allowed float columns ``allowed``."""
+    a time); columns at or beyond ``32 * W`` get ``fill``."""
     bm = bitmask if bitmask.dim() == 2 else bitmask.reshape(1, -1)
     batch, width = bm.shape[0], bm.shape[1] * 32
     if width == 0:
         return torch.full((batch, vocab_size), fill, dtype=dtype, device=bm.device)
     as_bytes = bm.contiguous().view(torch.uint8).reshape(-1).long()  # little-endian: byte k = bits 8k..8k+7
-    out = _byte_table(bm.device, dtype, allowed).index_select(0, as_bytes).reshape(batch, width)
+    out = _byte_table(bm.device, dtype).index_select(0, as_bytes).reshape(batch, width)
     if width >= vocab_size:
         return out[:, :vocab_size]
     pad = torch.full((batch, vocab_size - width), fill, dtype=dtype, device=bm.device)
@@ -62,20 +64,22 @@ def bitmask_ceiling(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype =
     """``(batch, vocab_size)`` tensor: ``+inf`` for allowed tokens, ``-inf`` for the rest.
 
     ``torch.minimum(logits, ceiling)`` masks logits; on the CPU that is several times faster than a
-    boolean ``masked_fill`` (NaN logits stay NaN).
+    boolean ``masked_fill``; NaN logits stay NaN, see :func:`clear_disallowed_nans_`.
     """
     return _expand(bitmask, vocab_size, dtype, float("-inf"))
 
 
-def mask_floor(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``(batch, vocab_size)`` tensor: NaN for allowed tokens, ``-inf`` for the rest.
+def clear_disallowed_nans_(rows: torch.Tensor, ceiling: torch.Tensor) -> torch.Tensor:
+    """After ``torch.minimum(rows, ceiling)``: turn the NaN logits of disallowed tokens into ``-inf``.
 
-    ``torch.fmin(logits, floor)`` masks logits exactly: ``fmin`` returns the non-NaN operand, so
-    every disallowed logit becomes ``-inf`` -- a ``+inf`` or NaN one included -- and every allowed
-    logit keeps its value (NaN and ``+inf`` too). As fast as ``torch.minimum`` with
-    :func:`bitmask_ceiling`, which would leave a disallowed NaN logit NaN.
+    ``minimum`` keeps NaN, so a NaN logit on a disallowed token would survive the mask (a ``+inf``
+    one is fine: ``min(+inf, -inf) = -inf``). On the CPU one sum tells whether any NaN is left (it is
+    NaN iff some term is NaN or ``+inf`` meets ``-inf``) and the fix runs only then; elsewhere the fix
+    always runs (no host sync). Allowed logits, NaN included, are left as they are. Returns ``rows``.
     """
-    return _expand(bitmask, vocab_size, dtype, float("-inf"), allowed=float("nan"))
+    if rows.device.type == "cpu" and not math.isnan(float(rows.sum())):
+        return rows
+    return rows.masked_fill_(torch.isnan(rows) & (ceiling < 0), float("-inf"))
 
 
 def _prepare(logits, bitmask, vocab_size, indices):
@@ -115,12 +119,12 @@ def apply_token_bitmask_inplace_torch(logits: torch.Tensor, bitmask, vocab_size:
     view, bm, vocab, idx = _prepare(logits, bitmask, vocab_size, indices)
     if vocab == 0 or bm.shape[0] == 0:
         return logits
-    floor = mask_floor(bm, vocab, view.dtype)
+    ceiling = bitmask_ceiling(bm, vocab, view.dtype)
     part = view[:, :vocab]
     if idx is None:
-        torch.fmin(part, floor, out=part)
+        clear_disallowed_nans_(torch.minimum(part, ceiling, out=part), ceiling)
     else:
-        part.index_copy_(0, idx, torch.fmin(part.index_select(0, idx), floor))
+        part.index_copy_(0, idx, clear_disallowed_nans_(torch.minimum(part.index_select(0, idx), ceiling), ceiling))
     return logits
 
 
