@@ -29,7 +29,7 @@ def apply_bitmask_(logits: torch.Tensor, bitmask, indices=None) -> torch.Tensor:
     """Set disallowed logits to ``-inf`` in place and return ``logits``.
 
     The runtime's one bitmask-apply: :func:`guidewire.kernels.apply_token_bitmask_inplace` (Triton on
-    CUDA, an exact torch ``fmin`` elsewhere). ``logits`` is ``(batch, V)`` (or ``(V,)``), any float
+    CUDA, torch elsewhere). ``logits`` is ``(batch, V)`` (or ``(V,)``), any float
     dtype and device; ``bitmask`` is ``(batch', ceil(V/32))`` int32, numpy or torch. Tokens beyond the
     bitmask's width are disallowed. With ``indices``, bitmask row ``i`` applies to logits row
     ``indices[i]``; rows not listed are left untouched. Every disallowed logit becomes ``-inf`` (a
