@@ -34,7 +34,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 FAMILIES = ("Glaive", "Github_easy", "Kubernetes")
-DEFAULT_DATA = "/work/shared/data/maskbench"
+DEFAULT_DATA = os.environ.get("MASKBENCH_DATA") or os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "maskbench"))
 
 
 def schema_files(data: str, per_family: int) -> list[str]:

@@ -2,8 +2,8 @@
 
 Regex viability uses the ``regex`` package's ``fullmatch(..., partial=True)`` on decoded
 text; a trailing incomplete UTF-8 sequence is viable iff some character it can start is.
-CFG viability uses brute force: a byte string is a viable prefix iff a breadth-first
-search over single characters, checked by an independent parser, reaches a sentence.
+CFG viability: see ``tests/cfg_oracle.py`` (a character-level Earley recogniser over random
+grammars, written without the engine).
 """
 
 from __future__ import annotations

@@ -533,8 +533,16 @@ def test_text_copy_matches_bytes_across_token_splits(smollm2, smol_tokenizer, pe
     want = max((n for n in range(3, 65) if hist.rfind(hist[-n:], 0, len(hist) - 1) >= 0), default=0)
     assert copy.match(hist)[0] == want and want >= len(b'"Mat') - 1
     assert full.endswith(b"Mat")
-    # after a special token nothing is matched across it
-    assert copy.match(b"ab\x00ab")[0] == 0 or copy.match(b"xyzab\x00xyzab")[0] <= 5
+    # a special token (spelled as the separator) is never inside a match: here the longest earlier
+    # suffix is "foo<sep>bar" (7 bytes), but only "bar" (3 bytes, ending at 7) may be matched
+    sep = b"\x00"
+    for text, want in [(b"foo" + sep + b"bar baz foo" + sep + b"bar", (3, 7)),
+                       (b"xyzab" + sep + b"q xyzab" + sep, (0, -1)),
+                       (b"hello world" + sep + b" hello world", (11, 11))]:
+        assert copy.match(text) == want, text
+        n = want[0]  # brute force agrees: the longest separator-free suffix (>= 3) occurring earlier
+        assert n == max((k for k in range(3, 65) if sep not in text[-k:] and text.rfind(text[-k:], 0, len(text) - 1)
+                         >= 0), default=0)
 
 
 def test_text_copy_starts_a_value_at_a_word_start(smollm2, smol_tokenizer, person, chat_prefix):

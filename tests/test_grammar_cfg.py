@@ -11,6 +11,7 @@
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lark import Lark
 
-from guidewire.core import bitmask_to_bool
+from guidewire.core import GuidewireError, bitmask_to_bool
 from guidewire.grammar import builtin_grammar, compile_lark
 
 json_values = st.recursive(
@@ -327,18 +328,30 @@ def _distinguishable_reference(dfa, depth=None) -> np.ndarray:
 _PIECES = ["a", "b", "ab", "[ab]", "a*", "(ab|b)", "b{1,3}", "(a|ba)+", "[a-c]?"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4), min_size=1, max_size=4))
-def test_lexer_state_classes_match_table_filling(smollm2, terminals):
+def test_lexer_state_classes_match_table_filling(smollm2):
     """The vectorised Moore refinement finds exactly the indistinguishable lexer states."""
-    rules = "\n".join(f"T{i}: /{''.join(p)}/" for i, p in enumerate(terminals))
-    text = "start: (" + " | ".join(f"T{i}" for i in range(len(terminals))) + ")+\n" + rules
-    try:
-        g = compile_lark(text, smollm2)
-    except Exception:  # noqa: BLE001 - e.g. a nullable terminal: nothing to compare
-        assume(False)
-    g.dfa.build_all()
-    assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))
+    ran = {"tried": 0, "compared": 0}
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None,
+              derandomize=True)
+    @given(st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4), min_size=1, max_size=4))
+    def run(terminals):
+        ran["tried"] += 1
+        pats = ["".join(p) for p in terminals]
+        pats = [p if re.fullmatch(p, "") is None else p + "c" for p in pats]  # nullable terminals are refused
+        rules = "\n".join(f"T{i}: /{p}/" for i, p in enumerate(pats))
+        text = "start: (" + " | ".join(f"T{i}" for i in range(len(terminals))) + ")+\n" + rules
+        try:
+            g = compile_lark(text, smollm2)
+        except GuidewireError:  # e.g. a nullable terminal: nothing to compare
+            return
+        g.dfa.build_all()
+        assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))
+        ran["compared"] += 1
+
+    run()
+    # a refused grammar compares nothing: most must compile, or the test is vacuous
+    assert ran["compared"] >= 0.8 * ran["tried"] and ran["compared"] >= 18, ran
 
 
 def test_lexer_state_classes_survive_a_hash_collision(smollm2, monkeypatch):

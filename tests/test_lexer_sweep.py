@@ -25,7 +25,7 @@ def terminal_sets(draw):
     pats = []
     for _ in range(draw(st.integers(1, 4))):
         parts = draw(st.lists(st.tuples(st.sampled_from(ATOMS), st.sampled_from(QUANTS)), min_size=1, max_size=4))
-        pats.append("".join(a + q for a, q in parts))
+        pats.append("".join(a + q if not q else f"(?:{a}){q}" for a, q in parts))  # "x?" + "*" is no regex
     return pats
 
 
@@ -43,22 +43,32 @@ def _build(patterns, sweep_edges, monkeypatch):
     return dfa.trans[:n].copy(), list(dfa.emit), list(dfa.alive), [dfa.term_sets[e] for e in dfa.emit if e >= 0]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(terminal_sets())
-def test_numpy_sweep_builds_the_same_dfa(monkeypatch, patterns):
-    try:
-        plain = _build(patterns, 10**9, monkeypatch)
-    except Exception as exc:  # noqa: BLE001 - a pattern both builds must refuse alike
-        plain = type(exc)
-    try:
-        fast = _build(patterns, 0, monkeypatch)
-    except Exception as exc:  # noqa: BLE001
-        fast = type(exc)
-    if isinstance(plain, type) or isinstance(fast, type):
-        assert plain == fast
-        return
-    assert np.array_equal(plain[0], fast[0])
-    assert plain[1:] == fast[1:]
+def test_numpy_sweep_builds_the_same_dfa(monkeypatch):
+    ran = {"tried": 0, "compared": 0}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(terminal_sets())
+    def run(patterns):
+        ran["tried"] += 1
+        try:
+            plain = _build(patterns, 10**9, monkeypatch)
+        except Exception as exc:  # noqa: BLE001 - a pattern both builds must refuse alike
+            plain = type(exc)
+        try:
+            fast = _build(patterns, 0, monkeypatch)
+        except Exception as exc:  # noqa: BLE001
+            fast = type(exc)
+        if isinstance(plain, type) or isinstance(fast, type):
+            assert plain == fast
+            return
+        assert np.array_equal(plain[0], fast[0])
+        assert plain[1:] == fast[1:]
+        ran["compared"] += 1
+
+    run()
+    # both builds refusing alike compares no table: most lexers must build, or the test is vacuous
+    assert ran["compared"] >= 0.8 * ran["tried"] and ran["compared"] >= 30, ran
 
 
 def test_numpy_sweep_on_a_search_pattern(monkeypatch):

@@ -12,7 +12,10 @@ from guidewire.maskbench.engines import EngineContext, engine_available
 from guidewire.maskbench.evaluate import evaluate_schema
 from guidewire.maskbench.fake import AcceptAllEngine, RejectAllEngine
 
-DATA = "/work/shared/data/maskbench"
+from guidewire.maskbench.data import default_data_dir
+from guidewire.maskbench.runner import select_files
+
+DATA = default_data_dir()
 SMALL = ["Github_trivial---o76869.json", "Github_easy---o71308.json", "Kubernetes---kb_959_Normalized.json",
          "Snowplow---sp_74_Normalized.json", "Glaiveai2K---calculate_shipping_cost_a0a6e23e.json"]
 CTX = EngineContext("smollm2", 49152, (0, 2))
@@ -190,3 +193,70 @@ def test_merge_runs_of_different_engines(tmp_path):
     assert summary["engines"]["fake-accept"]["passing"] == 2
     assert summary["engines"]["fake-reject"]["validation_error"] == 2
     assert len((out / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_fresh_worker_mode_gives_every_schema_a_new_process(tmp_path):
+    """fake-oneshot refuses a second compile in one process: warm mode shows it, cold mode must not."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {}, tests) for i in range(3)]
+    warm = run(RunConfig(files=files, out=str(tmp_path / "warm"), engines=["fake-oneshot"], progress=False,
+                         plots=False))
+    assert warm["engines"]["fake-oneshot"]["compile_error"] == 2  # one worker served all three
+    cold = run(RunConfig(files=files, out=str(tmp_path / "cold"), engines=["fake-oneshot"], progress=False,
+                         plots=False, fresh_workers=True))
+    assert cold["engines"]["fake-oneshot"]["passing"] == 3 and cold["engines"]["fake-oneshot"]["schemas"] == 3
+    assert "fresh worker per schema" in (tmp_path / "cold" / "report.md").read_text()
+
+
+def test_sample_is_seeded_ordered_and_within_limit():
+    files = [f"f{i:03d}.json" for i in range(100)]
+    a = select_files(files, None, 10, 0)
+    assert len(a) == 10 == len(set(a)) and a == sorted(a) and a == select_files(files, None, 10, 0)
+    assert a != select_files(files, None, 10, 1)
+    assert set(select_files(files, 20, 5, 0)) <= set(files[:20])
+    assert select_files(files, 7, None, 0) == files[:7] and select_files(files, None, 500, 0) == files
+
+
+def _jsonschema_verdicts(path):
+    """Every test instance of a MaskBench file judged by the ``jsonschema`` package (the oracle)."""
+    import jsonschema
+
+    case = json.load(open(path))
+    cls = jsonschema.validators.validator_for(case["schema"], default=jsonschema.Draft202012Validator)
+    v = cls(case["schema"], format_checker=cls.FORMAT_CHECKER)
+    return [v.is_valid(t["data"]) for t in case["tests"]]
+
+
+def test_guidewire_masks_accept_valid_and_reject_invalid_maskbench_instances(tmp_path):
+    """guidewire's own correctness on real files, not just bookkeeping: every tokenizable valid
+    instance accepted in full, every invalid one rejected, with counts checked against the files'
+    labels and against ``jsonschema``."""
+    reason = engine_available("guidewire")
+    if reason:
+        pytest.skip(reason)
+    files = [os.path.join(DATA, f) for f in SMALL + ["Github_medium---o10505.json", "Github_medium---o10527.json",
+                                                     "Github_medium---o10079.json"]]
+    if not all(os.path.exists(f) for f in files):
+        pytest.skip("MaskBench data not present")
+    labels = {f: [bool(t["valid"]) for t in json.load(open(f))["tests"]] for f in files}
+    for f in files:  # the labels themselves agree with an independent validator
+        assert _jsonschema_verdicts(f) == labels[f], f
+    out = tmp_path / "out"
+    run(RunConfig(files=files, out=str(out), engines=["guidewire"], progress=False, plots=False))
+    recs = {r["file"]: r for r in map(json.loads, open(out / "results.jsonl"))}
+    assert set(recs) == set(files)
+    n_valid = n_invalid = 0
+    for f in files:
+        r = recs[f]
+        assert r["status"] == "pass", (f, r["status"], r.get("error"))
+        seen = {(o["test"], o["ser"]) for o in r["instances"]}
+        for o in r["instances"]:
+            if o["result"] == "skipped_untokenizable":
+                continue
+            assert o["valid"] == labels[f][o["test"]]
+            want = "accept" if o["valid"] else "reject"
+            assert o["result"] == want, (f, o)
+            n_valid += o["valid"]
+            n_invalid += not o["valid"]
+        assert {t for t, _ in seen} == set(range(len(labels[f])))  # every test instance was walked
+    assert n_valid >= 12 and n_invalid >= 25, (n_valid, n_invalid)

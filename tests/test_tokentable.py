@@ -5,6 +5,8 @@ tokens whose first byte ends the lexeme of ``q`` sit in its restart row and read
 ``[emit[q]] + walk(START, token)``, so their reading comes from the START table.
 """
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -157,43 +159,65 @@ def regexes(draw, depth=3):
 
 
 def random_lark(terms):
+    # a terminal must not match the empty string (the engine refuses it): such a term gets an
+    # "x" appended (nullability decided by Python's re, not the engine)
+    terms = [t if re.fullmatch(t, "") is None else f"(?:{t})x" for t in terms]
     names = [f"T{i}" for i in range(len(terms))]
     defs = "\n".join(f"{n}: /{t}/" for n, t in zip(names, terms))
     return f"start: item+\nitem: {' | '.join(names)}\n{defs}\n%ignore \" \"\n"
 
 
-def check_grammar(g, data, n_states=3):
+def check_grammar(g, data, n_states=3) -> bool:
+    """Compare tables with the slow walk in a few states; False when the lexer is too big to build."""
     dfa, vocab = g.dfa, g.vocab
     try:
         dfa.build_all(limit=3000)
     except GuidewireError:
-        return
+        return False
     builder = TableBuilder(dfa, vocab)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
     tokens = interesting_tokens(vocab, b"abcx-\" 0123456789\n\t\xc3\xa9", rng)
     states = [START] + [data.draw(st.integers(1, dfa.n_states - 1)) for _ in range(n_states)]
     for q in states:
         check_state(builder, q, tokens)
+    return True
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(regexes(), st.data())
-def test_random_regex_tables(smollm2, pattern, data):
-    try:
-        g = compile_regex(pattern, smollm2)
-    except GuidewireError:
-        return
-    check_grammar(g, data)
+def test_random_regex_tables(smollm2):
+    ran = {"tried": 0, "checked": 0}
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(regexes(), st.data())
+    def run(pattern, data):
+        ran["tried"] += 1
+        try:
+            g = compile_regex(pattern, smollm2)
+        except GuidewireError:
+            return
+        ran["checked"] += check_grammar(g, data)
+
+    run()
+    # a refused pattern compares nothing: most must compile, or the test is vacuous
+    assert ran["checked"] >= 0.8 * ran["tried"] and ran["checked"] >= 20, ran
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(regexes(depth=2), min_size=1, max_size=4), st.data())
-def test_random_grammar_tables(smollm2, terms, data):
-    try:
-        g = compile_lark(random_lark(terms), smollm2)
-    except GuidewireError:
-        return
-    check_grammar(g, data)
+def test_random_grammar_tables(smollm2):
+    ran = {"tried": 0, "checked": 0}
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(st.lists(regexes(depth=2), min_size=1, max_size=4), st.data())
+    def run(terms, data):
+        ran["tried"] += 1
+        try:
+            g = compile_lark(random_lark(terms), smollm2)
+        except GuidewireError:
+            return
+        ran["checked"] += check_grammar(g, data)
+
+    run()
+    assert ran["checked"] >= 0.8 * ran["tried"] and ran["checked"] >= 12, ran
 
 
 @pytest.mark.gemma
@@ -201,7 +225,7 @@ def test_random_grammar_tables(smollm2, terms, data):
 @given(st.sampled_from(["json", "sql"]), st.data())
 def test_gemma_tables(gemma3, name, data):
     g = compile_lark(builtin_grammar(name), gemma3)
-    check_grammar(g, data, n_states=2)
+    assert check_grammar(g, data, n_states=2)
 
 
 def test_lazy_lexer_tables(smollm2, monkeypatch):

@@ -2,10 +2,13 @@
 
 Bit ``t % 32`` of word ``t // 32`` of a bitmask row set means token ``t`` is allowed (the XGrammar /
 llguidance layout); tokens beyond the bitmask's width are disallowed and words beyond the logits'
-width are ignored. Disallowed logits become ``-inf``; allowed logits keep their exact values.
+width are ignored. Disallowed logits become ``-inf`` (a ``+inf`` or NaN one too); allowed logits keep
+their exact values.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -61,9 +64,22 @@ def bitmask_ceiling(bitmask: torch.Tensor, vocab_size: int, dtype: torch.dtype =
     """``(batch, vocab_size)`` tensor: ``+inf`` for allowed tokens, ``-inf`` for the rest.
 
     ``torch.minimum(logits, ceiling)`` masks logits; on the CPU that is several times faster than a
-    boolean ``masked_fill`` (NaN logits stay NaN).
+    boolean ``masked_fill``; NaN logits stay NaN, see :func:`clear_disallowed_nans_`.
     """
     return _expand(bitmask, vocab_size, dtype, float("-inf"))
+
+
+def clear_disallowed_nans_(rows: torch.Tensor, ceiling: torch.Tensor) -> torch.Tensor:
+    """After ``torch.minimum(rows, ceiling)``: turn the NaN logits of disallowed tokens into ``-inf``.
+
+    ``minimum`` keeps NaN, so a NaN logit on a disallowed token would survive the mask (a ``+inf``
+    one is fine: ``min(+inf, -inf) = -inf``). On the CPU one sum tells whether any NaN is left (it is
+    NaN iff some term is NaN or ``+inf`` meets ``-inf``) and the fix runs only then; elsewhere the fix
+    always runs (no host sync). Allowed logits, NaN included, are left as they are. Returns ``rows``.
+    """
+    if rows.device.type == "cpu" and not math.isnan(float(rows.sum())):
+        return rows
+    return rows.masked_fill_(torch.isnan(rows) & (ceiling < 0), float("-inf"))
 
 
 def _prepare(logits, bitmask, vocab_size, indices):
@@ -106,9 +122,9 @@ def apply_token_bitmask_inplace_torch(logits: torch.Tensor, bitmask, vocab_size:
     ceiling = bitmask_ceiling(bm, vocab, view.dtype)
     part = view[:, :vocab]
     if idx is None:
-        torch.minimum(part, ceiling, out=part)
+        clear_disallowed_nans_(torch.minimum(part, ceiling, out=part), ceiling)
     else:
-        part.index_copy_(0, idx, torch.minimum(part.index_select(0, idx), ceiling))
+        part.index_copy_(0, idx, clear_disallowed_nans_(torch.minimum(part.index_select(0, idx), ceiling), ceiling))
     return logits
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ._triton import next_pow2, triton_kernel, use_triton
-from .bitmask import bitmask_ceiling
+from .bitmask import bitmask_ceiling, clear_disallowed_nans_
 
 tl = None  # triton.language, bound by TritonKernel on first launch (keeps Triton out of the import)
 
@@ -62,7 +62,8 @@ def masked_softmax_torch(logits: torch.Tensor, bitmask=None, temperature=1.0) ->
     x = _as_2d(logits).float()
     t = _temperatures(temperature, x.shape[0], x.device)
     if bitmask is not None:
-        x = torch.minimum(x, bitmask_ceiling(_bitmask_2d(bitmask, x.shape[0], x.device), x.shape[1]))
+        ceiling = bitmask_ceiling(_bitmask_2d(bitmask, x.shape[0], x.device), x.shape[1])
+        x = clear_disallowed_nans_(torch.minimum(x, ceiling), ceiling)
     dead = torch.isneginf(x).all(dim=-1)
     if bool(dead.any()):
         raise _dead_rows_error(torch.nonzero(dead).flatten().tolist())

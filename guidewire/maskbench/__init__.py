@@ -6,7 +6,7 @@ instance is serialized, tokenized and walked token by token, computing the mask 
 token. Valid instances must be accepted in full, invalid ones rejected somewhere; compile time,
 time-to-first-mask (TTFM) and time-between-masks (TBM) are recorded.
 
-    python -m guidewire.maskbench /work/shared/data/maskbench/*.json --out maskbench-out
+    python -m guidewire.maskbench ../shared/data/maskbench --out maskbench-out
 
 See :func:`main` for the command line and :func:`run` for the Python API.
 """

@@ -10,7 +10,8 @@ from .data import DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, resolve_in
 
 EXAMPLE = """\
 examples:
-  python -m guidewire.maskbench '/work/shared/data/maskbench/*.json' --out maskbench-out
+  python -m guidewire.maskbench ../shared/data/maskbench --out maskbench-out
+  python -m guidewire.maskbench ../shared/data/maskbench --sample 200 --fresh-worker --out maskbench-cold
   python -m guidewire.maskbench --list files.txt --engines guidewire,llguidance --tokenizer gemma3
   python -m guidewire.maskbench --merge out-guidewire out-peers --out out-all
 """
@@ -30,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space cap per worker, MiB; 0 = none "
                                                                "(default 4096)")
     p.add_argument("--limit", type=int, help="only the first N schema files")
+    p.add_argument("--sample", type=int, help="a seeded random sample of N of the files (after --limit)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    p.add_argument("--fresh-worker", action="store_true",
+                   help="cold-process mode: a new worker process for every schema, so no process-level "
+                        "cache (fragment store, per-vocabulary tables) carries over; TTFM is the cold one")
     p.add_argument("--jobs", type=int, default=1, help="schemas in flight at once (default 1; timings are only "
                                                        "meaningful with 1)")
     p.add_argument("--serializations", default=",".join(DEFAULT_SERIALIZATIONS),
@@ -61,7 +67,8 @@ def config_from_args(args: argparse.Namespace):
     cfg = RunConfig(files=resolve_inputs(args.files, args.list), out=args.out, tokenizer=args.tokenizer,
                     engines=_split(args.engines), timeout=args.timeout, memory_mb=args.memory_mb,
                     limit=args.limit, jobs=args.jobs, serializations=tuple(_split(args.serializations)),
-                    progress=not args.no_progress, plots=not args.no_plots)
+                    progress=not args.no_progress, plots=not args.no_plots, fresh_workers=args.fresh_worker,
+                    sample=args.sample, seed=args.seed)
     cfg.validate()
     return cfg
 

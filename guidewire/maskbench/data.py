@@ -23,6 +23,16 @@ SERIALIZATIONS: dict[str, Callable[[Any], str]] = {
 DEFAULT_SERIALIZATIONS = ("default", "compact")
 
 
+def default_data_dir() -> str:
+    """The MaskBench data directory: ``$MASKBENCH_DATA``, else ``shared/data/maskbench`` beside the
+    repository root (``<repo>/../shared/data/maskbench``)."""
+    env = os.environ.get("MASKBENCH_DATA")
+    if env:
+        return env
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.normpath(os.path.join(repo, "..", "shared", "data", "maskbench"))
+
+
 class UsageError(ValueError):
     """Bad command-line or configuration input (missing files, unknown engine, bad limits)."""
 

@@ -238,6 +238,7 @@ ENGINES: dict[str, str] = {
     "fake-accept": "guidewire.maskbench.fake:AcceptAllEngine",
     "fake-reject": "guidewire.maskbench.fake:RejectAllEngine",
     "fake-sleep": "guidewire.maskbench.fake:SleepyEngine",
+    "fake-oneshot": "guidewire.maskbench.fake:OneShotEngine",
 }
 #: the real engines, in report order
 REAL_ENGINES = ("guidewire", "llguidance", "xgrammar")

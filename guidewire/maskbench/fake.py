@@ -1,7 +1,8 @@
 """Fake engines for testing the runner: accept everything, reject everything, sleep, allocate.
 
 They need no tokenizer and answer instantly, so tests of classification, timeouts and the
-memory cap run in milliseconds. A schema may carry ``"x-fake-sleep": seconds`` (compile
+memory cap run in milliseconds. ``fake-oneshot`` compiles once per process (then refuses), which
+tells a test whether every schema got a fresh worker. A schema may carry ``"x-fake-sleep": seconds`` (compile
 sleeps that long) or ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB).
 """
 
@@ -84,4 +85,18 @@ class SleepyEngine(AcceptAllEngine):
         """Sleep when the schema asks for it, then behave like accept-all."""
         if isinstance(schema, dict) and "x-fake-sleep" in schema:
             time.sleep(float(schema["x-fake-sleep"] or 3600))
+        return _ConstCompiled(True)
+
+
+class OneShotEngine(AcceptAllEngine):
+    """Accept-all, but only the first compile in a process succeeds (tests ``--fresh-worker``)."""
+
+    name = "fake-oneshot"
+    _compiled_in_process = 0
+
+    def compile(self, schema: Any):
+        """Compile the first schema; raise on any later one in the same process."""
+        OneShotEngine._compiled_in_process += 1
+        if OneShotEngine._compiled_in_process > 1:
+            raise RuntimeError("second compile in one worker process")
         return _ConstCompiled(True)

@@ -219,7 +219,9 @@ def render_report(summary: dict, records: list[dict], images: list[str]) -> str:
           f"{info['files']} schema files; tokenizer `{info['tokenizer']}` (vocab {info['vocab_size']:,}, "
           f"EOS {info['eos_ids']}); engines: {versions}; serializations: {', '.join(info['serializations'])}; "
           f"timeout {info['timeout_s']:g}s, memory cap {info['memory_mb']} MiB, jobs {info['jobs']}; "
-          f"wall time {info['wall_s']}s.\n",
+          f"wall time {info['wall_s']}s; processes: {info.get('process', 'one worker per engine (warm)')}"
+          + (f"; a seeded sample of {info['sample']} files (seed {info.get('seed', 0)})" if info.get("sample") else "")
+          + ".\n",
           f"{TIMING_NOTE}" + (" **This run used more than one job: treat the timings as rough.**"
                               if info["jobs"] > 1 else "") + "\n",
           "A schema passes iff it compiled and every tokenizable test instance behaved right in every "

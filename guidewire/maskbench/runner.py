@@ -33,6 +33,9 @@ class RunConfig:
     serializations: tuple[str, ...] = DEFAULT_SERIALIZATIONS
     progress: bool = True
     plots: bool = True
+    fresh_workers: bool = False
+    sample: int | None = None
+    seed: int = 0
     meta: dict = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -45,6 +48,8 @@ class RunConfig:
             raise UsageError(f"--jobs must be at least 1, got {self.jobs}")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be at least 1, got {self.limit}")
+        if self.sample is not None and self.sample < 1:
+            raise UsageError(f"--sample must be at least 1, got {self.sample}")
         if self.memory_mb is not None and 0 < self.memory_mb < 256:
             raise UsageError(f"--memory-mb {self.memory_mb} is too small to start a worker (0 = no cap)")
         bad = [s for s in self.serializations if s not in SERIALIZATIONS]
@@ -109,7 +114,7 @@ class _Run:
     def __init__(self, cfg: RunConfig, engines: list[str]):
         self.cfg = cfg
         self.engines = engines
-        self.files = cfg.files[: cfg.limit] if cfg.limit else list(cfg.files)
+        self.files = select_files(cfg.files, cfg.limit, cfg.sample, cfg.seed)
         self.bundle = load_tokenizer(cfg.tokenizer)
         self.cases: dict[int, tuple] = {}
         self.remaining: dict[int, int] = {}
@@ -148,6 +153,15 @@ class _Run:
             del self.cases[idx]
             return True
         return False
+
+
+def select_files(files: list[str], limit: int | None, sample: int | None, seed: int) -> list[str]:
+    """The first ``limit`` files, then (with ``sample``) a seeded random sample of them in their order."""
+    chosen = list(files[:limit]) if limit else list(files)
+    if sample is not None and sample < len(chosen):
+        keep = set(np.random.default_rng(seed).choice(len(chosen), size=sample, replace=False).tolist())
+        chosen = [f for i, f in enumerate(chosen) if i in keep]
+    return chosen
 
 
 def _instance_counts(instances: list[dict]) -> dict:
@@ -194,6 +208,8 @@ def _schedule(run: _Run, pool: _Pool, out, bar) -> None:
             idx, engine = w.busy_with
             if w.conn in ready:
                 _finish(run, idx, engine, w.receive(), out, bar)
+                if cfg.fresh_workers:  # cold-process mode: the next schema gets a new process
+                    w.close()
             elif now >= w.deadline:
                 w.kill()
                 _finish(run, idx, engine, {"status": "timeout", "error": f"no answer within {cfg.timeout:g}s",
@@ -247,6 +263,8 @@ def run(cfg: RunConfig) -> dict:
             "vocab_size": run_state.bundle.vocab_size, "eos_ids": run_state.bundle.eos_ids,
             "files": len(run_state.files), "timeout_s": cfg.timeout, "memory_mb": cfg.memory_mb,
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
+            "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
+            "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}
     return write_outputs(cfg.out, run_state.records, tbm, info, plots=cfg.plots)

@@ -312,15 +312,11 @@ def decode_batch(model: BatchModel, prompts: Sequence[Sequence[int]], constraint
         else:
             logits = model.step(last)
         calls += 1
-        logits = logits.clone()
-        for i in range(n):
-            if not active[i]:
-                bm_np[i] = -1
-        apply_bitmask_(logits, bitmask)
-        toks = sampler.sample(logits).tolist()
-        for i in range(n):
-            if not active[i]:
-                continue
+        rows = [i for i in range(n) if active[i]]  # finished rows' logits are ignored, never sampled
+        live = logits[rows]  # a copy
+        apply_bitmask_(live, bitmask[rows])
+        toks = dict(zip(rows, sampler.sample(live).tolist()))
+        for i in rows:
             t = int(toks[i])
             if t in eos_ids:
                 _close(i, "stop")

@@ -9,89 +9,34 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-_SHIFTS: dict[torch.device, torch.Tensor] = {}
+from ..kernels.bitmask import apply_token_bitmask_inplace, unpack_bits
 
 
-def _shifts(device: torch.device) -> torch.Tensor:
-    s = _SHIFTS.get(device)
-    if s is None:
-        s = _SHIFTS[device] = torch.arange(32, dtype=torch.int32, device=device)
-    return s
+def _as_int32_tensor(bitmask) -> torch.Tensor:
+    bm = torch.as_tensor(bitmask if not isinstance(bitmask, np.ndarray) else np.ascontiguousarray(bitmask))
+    return bm if bm.dtype == torch.int32 else bm.to(torch.int32)
 
 
 def unpack_bitmask(bitmask, vocab_size: int, device=None) -> torch.Tensor:
     """Boolean ``(batch, vocab_size)`` tensor of allowed tokens from an int32 bitmask (numpy or torch)."""
-    bm = torch.as_tensor(bitmask if not isinstance(bitmask, np.ndarray) else np.ascontiguousarray(bitmask))
+    bm = _as_int32_tensor(bitmask)
     if device is not None:
         bm = bm.to(device)
-    if bm.dim() == 1:
-        bm = bm.unsqueeze(0)
-    bits = ((bm.unsqueeze(-1) >> _shifts(bm.device)) & 1).reshape(bm.shape[0], -1).bool()
-    width = bits.shape[1]
-    if width >= vocab_size:
-        return bits[:, :vocab_size]
-    pad = torch.zeros(bits.shape[0], vocab_size - width, dtype=torch.bool, device=bits.device)
-    return torch.cat([bits, pad], dim=1)
-
-
-_BIAS: dict[torch.device, torch.Tensor] = {}
-
-
-def _bias_table(device: torch.device) -> torch.Tensor:
-    """``(256, 8)`` float32: entry ``[b, i]`` is 0 if bit ``i`` of byte ``b`` is set, else -inf."""
-    t = _BIAS.get(device)
-    if t is None:
-        b = torch.arange(256, dtype=torch.int32).unsqueeze(1)
-        bits = (b >> torch.arange(8, dtype=torch.int32)) & 1
-        t = torch.zeros(256, 8).masked_fill_(bits == 0, float("-inf"))
-        t = _BIAS[device] = t.to(device)
-    return t
-
-
-def bitmask_bias(bitmask, vocab_size: int, device=None, dtype=torch.float32) -> torch.Tensor:
-    """Additive ``(batch, vocab_size)`` bias: 0 for allowed tokens, ``-inf`` for the rest.
-
-    A branch-free byte lookup (much faster than a boolean ``masked_fill`` on a busy CPU).
-    """
-    bm = torch.as_tensor(bitmask if not isinstance(bitmask, np.ndarray) else np.ascontiguousarray(bitmask))
-    if device is not None:
-        bm = bm.to(device)
-    if bm.dim() == 1:
-        bm = bm.unsqueeze(0)
-    if bm.dtype != torch.int32:
-        bm = bm.to(torch.int32)
-    as_bytes = bm.contiguous().view(torch.uint8).long()  # little-endian: byte k of word w = bits 8k..8k+7
-    bias = torch.nn.functional.embedding(as_bytes, _bias_table(bm.device)).reshape(bm.shape[0], -1)
-    width = bias.shape[1]
-    if width >= vocab_size:
-        bias = bias[:, :vocab_size]
-    else:
-        pad = bias.new_full((bias.shape[0], vocab_size - width), float("-inf"))
-        bias = torch.cat([bias, pad], dim=1)
-    return bias if bias.dtype == dtype else bias.to(dtype)
+    return unpack_bits(bm if bm.dim() == 2 else bm.reshape(1, -1), vocab_size)
 
 
 def apply_bitmask_(logits: torch.Tensor, bitmask, indices=None) -> torch.Tensor:
     """Set disallowed logits to ``-inf`` in place and return ``logits``.
 
-    ``logits`` is ``(batch, V)`` (or ``(V,)``), any float dtype and device; ``bitmask`` is
-    ``(batch', ceil(V/32))`` int32, numpy or torch. Tokens beyond the bitmask's width are
-    disallowed. With ``indices``, bitmask row ``i`` applies to logits row ``indices[i]``; rows not
-    listed are left untouched. Allowed logits keep their exact values.
+    The runtime's one bitmask-apply: :func:`guidewire.kernels.apply_token_bitmask_inplace` (Triton on
+    CUDA, torch elsewhere). ``logits`` is ``(batch, V)`` (or ``(V,)``), any float
+    dtype and device; ``bitmask`` is ``(batch', ceil(V/32))`` int32, numpy or torch. Tokens beyond the
+    bitmask's width are disallowed. With ``indices``, bitmask row ``i`` applies to logits row
+    ``indices[i]``; rows not listed are left untouched. Every disallowed logit becomes ``-inf`` (a
+    ``+inf`` or NaN one included: no additive bias, so no ``inf - inf = NaN``); allowed logits keep
+    their exact values.
     """
-    squeeze = logits.dim() == 1
-    view = logits.unsqueeze(0) if squeeze else logits
-    bias = bitmask_bias(bitmask, view.shape[-1], device=view.device, dtype=view.dtype)
-    if indices is None:
-        if bias.shape[0] != view.shape[0]:
-            raise ValueError(f"bitmask has {bias.shape[0]} rows, logits {view.shape[0]}")
-        view.add_(bias)
-    else:
-        idx = torch.as_tensor(list(indices), dtype=torch.long, device=view.device)
-        if idx.numel() != bias.shape[0]:
-            raise ValueError(f"bitmask has {bias.shape[0]} rows, indices {idx.numel()}")
-        view.index_add_(0, idx, bias)
-    return logits
+    return apply_token_bitmask_inplace(logits, _as_int32_tensor(bitmask), indices=indices)
 
 
 def only_tokens_allowed(row: np.ndarray, tokens_row: np.ndarray) -> bool:
