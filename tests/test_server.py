@@ -143,6 +143,8 @@ def test_errors_are_openai_error_objects(srv, client):
         ({**base, "messages": [{"role": "wizard", "content": "x"}]}, None, None, "role"),
         ({**base, "temperature": 9}, None, None, "temperature"),
         ({**base, "guided_regex": "(unclosed"}, None, None, None),
+        ({**base, "stop": ["x"], "guided_choice": ["a", "b"]}, None, None, "stop"),
+        ({**base, "messages": [{"role": "assistant", "tool_calls": [{"type": "function"}]}]}, None, None, "tool_calls"),
     ]
     for body, raw, code, needle in cases:
         status, err = _err(srv, body, raw)
@@ -152,7 +154,7 @@ def test_errors_are_openai_error_objects(srv, client):
             assert err["code"] == code, err
         if needle:
             assert needle in err["message"], err
-    assert len(cases) == 9
+    assert len(cases) == 11
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "x"}], tools=[CALC],
                                        tool_choice={"type": "function", "function": {"name": "zzz"}})

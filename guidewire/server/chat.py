@@ -10,6 +10,7 @@ message, Hermes style.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Sequence
 
 from .errors import APIError
@@ -20,6 +21,8 @@ _TOOLS_PROMPT = (
     "object per line:\n<tools>\n{tools}\n</tools>\nTo call a function, reply with its name and "
     "arguments as JSON inside <tool_call></tool_call> tags:\n<tool_call>\n"
     '{{"name": <function-name>, "arguments": <arguments-json-object>}}\n</tool_call>')
+# Hugging Face fast tokenizers are not safe to call from several threads at once ("Already borrowed").
+_TOKENIZER_LOCK = threading.Lock()
 _FIM_FALLBACK = ("Fill in the missing text between the prefix and the suffix below. Reply with the "
                  "missing text only.\n<prefix>{prefix}</prefix>\n<suffix>{suffix}</suffix>")
 
@@ -51,8 +54,14 @@ def normalise_messages(messages: Sequence[dict], tools: Sequence[dict] | None) -
             out.append({"role": "user", "content": _text(m.get("content"), where)})
         elif role == "assistant":
             text = _text(m.get("content"), where)
-            calls = [render_call(c["function"]["name"], c["function"].get("arguments", "{}"))
-                     for c in (m.get("tool_calls") or [])]
+            calls = []
+            for j, c in enumerate(m.get("tool_calls") or []):
+                f = c.get("function") if isinstance(c, dict) else None
+                if not isinstance(f, dict) or not isinstance(f.get("name"), str) \
+                        or not isinstance(f.get("arguments", "{}"), (str, dict)):
+                    raise APIError(f"{where}.tool_calls[{j}] must be {{'type': 'function', 'function': "
+                                   "{'name': str, 'arguments': str}}", param=f"{where}.tool_calls")
+                calls.append(render_call(f["name"], f.get("arguments", "{}")))
             out.append({"role": "assistant", "content": "\n".join(([text] if text else []) + calls)})
         elif role == "tool":
             out.append({"role": "user",
@@ -79,7 +88,12 @@ def chat_prompt_ids(lm, messages: list[dict]) -> list[int]:
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception as exc:  # noqa: BLE001 - jinja errors of the template (e.g. role order)
         raise APIError(f"the model's chat template rejects these messages: {exc}", param="messages") from None
-    return list(tok.encode(text, add_special_tokens=False))
+    return _encode(tok, text, special=False)
+
+
+def _encode(tok, text: str, *, special: bool) -> list[int]:
+    with _TOKENIZER_LOCK:
+        return list(tok.encode(text, add_special_tokens=special))
 
 
 def completion_prompt_ids(lm, prompt: str, suffix: str | None) -> list[int]:
@@ -87,8 +101,8 @@ def completion_prompt_ids(lm, prompt: str, suffix: str | None) -> list[int]:
     else a chat prompt asking for the missing middle (SmolLM2 has no FIM tokens)."""
     tok = lm.tokenizer
     if suffix is None:
-        return list(tok.encode(prompt, add_special_tokens=True))
+        return _encode(tok, prompt, special=True)
     vocab = tok.get_vocab()
     if all(t in vocab for t in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")):
-        return list(tok.encode(f"<fim_prefix>{prompt}<fim_suffix>{suffix}<fim_middle>", add_special_tokens=False))
+        return _encode(tok, f"<fim_prefix>{prompt}<fim_suffix>{suffix}<fim_middle>", special=False)
     return chat_prompt_ids(lm, [{"role": "user", "content": _FIM_FALLBACK.format(prefix=prompt, suffix=suffix)}])

@@ -177,6 +177,12 @@ def _budget(body, prompt_ids, lm, default_max: int, keys=("max_completion_tokens
         raise APIError(str(exc), param="messages", code="context_length_exceeded") from None
 
 
+def _no_stop_with(body: dict, make) -> None:
+    if make is not None and body.get("stop"):
+        raise APIError("stop cannot be combined with a structured output (response_format json, guided_*, or "
+                       "tools): the constraint decides where the output ends", param="stop")
+
+
 def _common(body: dict, plan: Plan) -> Plan:
     plan.stream = bool(_get(body, "stream", bool, False))
     so = _get(body, "stream_options", dict, {}) or {}
@@ -201,6 +207,7 @@ def chat_plan(body: dict, lm, *, default_max: int) -> Plan:
         make, param = (lambda: compile_tool_grammar(allowed, lm.vocab, parallel=parallel).matcher()), "tools"
     elif mode == "auto":
         make, param = (lambda: AutoToolConstraint(allowed, lm.vocab, parallel=parallel)), "tools"
+    _no_stop_with(body, make)
     ids = chat_prompt_ids(lm, normalise_messages(messages, funcs))
     plan = Plan(ids, _budget(body, ids, lm, default_max), _sampling(body), _stop(body), make, param, mode)
     return _common(body, plan)
@@ -218,6 +225,7 @@ def completion_plan(body: dict, lm, *, default_max: int = 16) -> Plan:
     if body.get("echo"):
         raise APIError("echo is not supported", param="echo")
     make, param = _constraint(body, lm.vocab)
+    _no_stop_with(body, make)
     ids = completion_prompt_ids(lm, prompt, suffix)
     plan = Plan(ids, _budget(body, ids, lm, default_max, keys=("max_tokens",)), _sampling(body), _stop(body),
                 make, param)
