@@ -160,6 +160,19 @@ def test_errors_are_openai_error_objects(srv, client):
                                        tool_choice={"type": "function", "function": {"name": "zzz"}})
 
 
+def _health_idle(srv, wait=20.0):
+    """/health once no row is running (a finished row leaves the batch at the scheduler's next iteration)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        h = httpx.get(srv.url.replace("/v1", "") + "/health", timeout=30).json()
+        if h["running"] == 0 or time.monotonic() > deadline:
+            assert h["running"] == 0, h
+            return h
+        time.sleep(0.1)
+
+
 def test_load_burst_and_abuse(srv, client):
     """16 clients x 2 requests with different schemas/tools, plus malformed requests and
     mid-stream disconnects; each response valid against its own request; healthy afterwards."""
@@ -200,8 +213,7 @@ def test_load_burst_and_abuse(srv, client):
                     if i > 3:
                         break
             return r.status_code
-        return _err(srv, {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [CALC],
-                          "tool_choice": "required", "max_tokens": 10**9})[0] if False else 400
+        raise AssertionError(k)
 
     cancelled0 = srv.scheduler.stats["cancelled"]
     with cf.ThreadPoolExecutor(20) as ex:
@@ -210,8 +222,8 @@ def test_load_burst_and_abuse(srv, client):
     kinds = [k for r in results[:16] for k in r]
     assert len(kinds) == 32 and "tool" in kinds and "json" in kinds
     assert results[16:] == [400, 400, 200]
-    health = httpx.get(srv.url.replace("/v1", "") + "/health", timeout=30).json()
-    assert health["status"] == "ok" and health["running"] == 0
+    health = _health_idle(srv)
+    assert health["status"] == "ok" and health["queued"] == 0
     assert srv.scheduler.stats["cancelled"] > cancelled0   # the disconnected stream left the batch
     r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Invent one."}],
                                        max_tokens=40, temperature=0, response_format=_schema_format(COLOR))
@@ -229,6 +241,18 @@ def test_queue_full_gives_429_with_retry_after():
         assert 200 in codes and 429 in codes, codes
         r429 = next(r for r in rs if r.status_code == 429)
         assert r429.headers["retry-after"] and r429.json()["error"]["type"] == "rate_limit_error"
+    finally:
+        s.stop()
+
+
+def test_time_limit_gives_408_and_frees_the_row():
+    s = RunningServer(time_limit=1.0)
+    try:
+        r = httpx.post(s.url + "/chat/completions", timeout=120, json={
+            "model": "m", "messages": [{"role": "user", "content": "Write letters."}], "max_tokens": 400,
+            "guided_regex": "[a-z ]{600}"})
+        assert r.status_code == 408 and r.json()["error"]["code"] == "time_limit", r.text
+        assert _health_idle(s)["status"] == "ok"
     finally:
         s.stop()
 
@@ -260,3 +284,40 @@ def test_agent_example_runs(srv, client):
         assert result
     assert out["messages"][-1]["role"] == "tool"
     assert agent_tools.calculator("2 * (3 + 4)") == "14" and agent_tools.city_population("Lyon") == "522250"
+
+
+def test_serve_command_starts_a_working_server():
+    """``guidewire serve`` as a user starts it: a separate process, /health and /v1/models answer."""
+    import os
+    import subprocess
+    import time
+
+    from server_harness import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "guidewire.cli", "serve", "--port", str(port), "--threads", "1",
+                             "--max-batch", "4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "server did not come up"
+                time.sleep(0.5)
+        assert health["status"] == "ok" and health["model"] == "smollm2"
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()
+        assert [m["id"] for m in models["data"]] == ["smollm2"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_serve_command_rejects_bad_flags(capsys):
+    from guidewire.cli import main
+
+    assert main(["serve", "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
