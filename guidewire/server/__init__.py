@@ -3,7 +3,7 @@ grammar-enforced tool calls, streaming, and continuous batching on one scheduler
 
 Layout: :mod:`.batch` (the continuously batched KV cache), :mod:`.scheduler` (the decoding
 thread), :mod:`.tools` (tool-call grammar and parser), :mod:`.chat` (prompts),
-:mod:`.requests` (validation), :mod:`.responses` (OpenAI shapes), :mod:`.app` (routes),
+:mod:`.plans` (request validation), :mod:`.responses` (OpenAI shapes), :mod:`.app` (routes),
 :mod:`.cli` (the ``serve`` subcommand).
 """
 

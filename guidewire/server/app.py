@@ -1,6 +1,6 @@
 """The FastAPI application: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``, ``/health``.
 
-Handlers parse and validate (:mod:`.requests`), submit one :class:`~.scheduler.Job` per choice
+Handlers parse and validate (:mod:`.plans`), submit one :class:`~.scheduler.Job` per choice
 and read the jobs' events from an asyncio queue; all decoding happens on the scheduler thread.
 A client that disconnects cancels its jobs (they leave the batch before the next forward).
 """
@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from .errors import APIError
-from .requests import Plan, chat_plan, completion_plan
+from .plans import Plan, chat_plan, completion_plan
 from .responses import Choice, total_usage
 from .scheduler import Job, Scheduler
 
