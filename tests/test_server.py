@@ -62,6 +62,27 @@ def test_json_schema_outputs_validate(client):
         assert r.usage.completion_tokens > 0 and r.usage.prompt_tokens > 0
 
 
+def test_json_object_and_vllm_guided_fields(client):
+    import re
+
+    ask = [{"role": "user", "content": "Give me something."}]
+    r = client.chat.completions.create(model="smollm2", messages=ask, max_tokens=48, temperature=0,
+                                       response_format={"type": "json_object"})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+    else:  # cut by max_tokens: still a prefix of an object
+        assert r.choices[0].message.content.lstrip().startswith("{")
+    r = client.chat.completions.create(model="smollm2", messages=ask, max_tokens=48, temperature=0,
+                                       extra_body={"guided_json": COLOR})
+    jsonschema.validate(json.loads(r.choices[0].message.content), COLOR)
+    r = client.chat.completions.create(model="smollm2", messages=ask, max_tokens=16, temperature=0, extra_body={
+        "guided_grammar": 'start: NUM "+" NUM\nNUM: /[0-9]{1,3}/'})
+    assert re.fullmatch(r"[0-9]{1,3}\+[0-9]{1,3}", r.choices[0].message.content), r.choices[0].message.content
+    r = client.chat.completions.create(model="smollm2", messages=ask, max_tokens=16, temperature=0,
+                                       extra_body={"guided_choice": ["alpha", "beta"]})
+    assert r.choices[0].message.content in ("alpha", "beta")
+
+
 def test_tool_calls_required_named_auto(client):
     r = client.chat.completions.create(model="smollm2", messages=Q, tools=[CALC, CITY], tool_choice="required",
                                        parallel_tool_calls=False, max_tokens=64, temperature=0)
