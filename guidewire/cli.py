@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser("bench", help="run a benchmark")
     pb.add_argument("name", choices=["maskbench"])
     pb.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    from .server.cli import add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -238,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_json(args)
         if args.command == "generate":
             return _cmd_generate(args)
+        if args.command == "serve":
+            from .server.cli import run_serve
+
+            return run_serve(args)
         return _cmd_bench(args)
     except GuidewireError as exc:
         print(f"guidewire: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
