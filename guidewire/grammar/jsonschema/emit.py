@@ -774,11 +774,14 @@ class SchemaGrammarBuilder:
         name_len = self._name_len(names_schema)
         excl = sorted(forbid) or None
         named_priority = 2
+        blocked = []  # (key patterns, priority): key classes whose value schema admits nothing
         if simple:
             for p, sub in pattern_props.items():
                 v = self.value(sub, f"{pointer}/patternProperties/{p}", d)
                 if v is not None:
                     extras.append((key_patterns + [(p, True)], 1, sub, v, "PKEY"))
+                elif additional is not False:
+                    blocked.append((key_patterns + [(p, True)], 1))
             if additional is not False:
                 v = self.value(additional, f"{pointer}/additionalProperties", d)
                 if v is not None:
@@ -798,6 +801,8 @@ class SchemaGrammarBuilder:
                 if v is not None:
                     extras.append((key_patterns + [(p, True) for p in combo], size, node, v,
                                    "PKEY" if combo else "XKEY"))
+                elif combo:
+                    blocked.append((key_patterns + [(p, True) for p in combo], size))
         # "some key of a language has a value of a schema" (a failed patternProperties, ...): a key in
         # the languages of the conditions in a set M also comes as a variant of priority rank M (the
         # highest-ranked variant whose languages all contain the key is the exact one), its value split
@@ -859,6 +864,13 @@ class SchemaGrammarBuilder:
                     m = self.nt("extra")
                     self.rule(m, k, colon, val)
                     extra_syms.append((m, rec))
+        for pats, prio in blocked:
+            # a key of this class must not be read as a lower class (a smaller pattern set or an extra
+            # key): its terminal outranks them in the family and leads to a symbol with no rules, so
+            # the parser expects it nowhere and the key is rejected
+            k = self.string_term(list(pats), *name_len, family=family, priority=prio * scale + need,
+                                 exclude=excl, name="NOKEY")
+            self.rule(self.nt("blocked"), k, colon, self.nt("never"))
         n = len(member_syms)
         n_required = sum(1 for _, r in member_syms if r)
         if hi is not None and n_required > hi:
