@@ -3,8 +3,8 @@
 Parsing uses the standard library's own ``re`` parser (so the accepted syntax and the
 error positions are exactly Python's); the tree is turned into a nondeterministic
 automaton over *bytes*, each character class expanded into UTF-8 byte-range paths.
-Character classes follow Unicode semantics (``\\d``, ``\\w``, ``\\s`` as the ``regex``
-package defines them) unless the ASCII flag is set. Lookarounds, backreferences,
+Character classes and IGNORECASE follow Python ``re`` exactly (``\\d``, ``\\w``, ``\\s`` as
+``re`` defines them, Unicode unless the ASCII flag is set). Lookarounds, backreferences,
 word boundaries, atomic groups and possessive repeats cannot be expressed by a
 finite automaton over the text and raise :class:`UnsupportedFeatureError`.
 """
@@ -15,16 +15,23 @@ import re
 from dataclasses import dataclass
 
 try:  # Python >= 3.11
+    from re import _compiler
     from re import _constants as C
     from re import _parser as sre_parse
 except ImportError:  # pragma: no cover
+    import sre_compile as _compiler  # type: ignore
     import sre_constants as C  # type: ignore
     import sre_parse  # type: ignore
 
 from ..core.errors import LimitExceededError, RegexSyntaxError, UnsupportedFeatureError
-from .charset import Intervals, case_fold, category, complement, normalize, union, utf8_sequences
+from .charset import (Intervals, case_fold, category, complement, ignorecase_closure, normalize, union,
+                      utf8_sequences)
 
 MAX_NFA_STATES = 250_000
+#: (op, repr(av), flags) -> Intervals of a class under IGNORECASE; cleared when it holds more than
+#: _IGNORECASE_MEMO_INTERVALS intervals in all (about 100 bytes each: a bound of ~20 MB)
+_IGNORECASE_MEMO: dict = {}
+_IGNORECASE_MEMO_INTERVALS = 200_000
 
 _CATEGORIES = {
     C.CATEGORY_DIGIT: ("digit", False), C.CATEGORY_NOT_DIGIT: ("digit", True),
@@ -111,17 +118,32 @@ class _Builder:
 
     # -- character sets --------------------------------------------------------------------
     def charset(self, op, av, flags: int) -> Intervals:
+        """The codepoints one character node matches, exactly as Python ``re`` does (IGNORECASE
+        included: settled by ``re`` itself on the codepoints whose case can matter)."""
+        base = self._charset(op, av, flags)
+        if not flags & re.IGNORECASE or op is C.ANY:
+            return base
+        key = (op, repr(av), flags & (re.IGNORECASE | re.ASCII))
+        hit = _IGNORECASE_MEMO.get(key)
+        if hit is None:
+            mode = re.IGNORECASE | (re.ASCII if flags & re.ASCII else re.UNICODE)
+            rx = _compiler.compile(sre_parse.SubPattern(sre_parse.State(), [(op, av)]), mode)
+            hit = ignorecase_closure(base, lambda ch: rx.fullmatch(ch) is not None)
+            if sum(len(v) for v in _IGNORECASE_MEMO.values()) + len(hit) > _IGNORECASE_MEMO_INTERVALS:
+                _IGNORECASE_MEMO.clear()
+            _IGNORECASE_MEMO[key] = hit
+        return hit
+
+    def _charset(self, op, av, flags: int) -> Intervals:
+        """The codepoints ``op`` matches ignoring IGNORECASE."""
         ascii_only = bool(flags & re.ASCII)
         if op is C.LITERAL:
-            iv = ((av, av),)
-        elif op is C.NOT_LITERAL:
-            iv = ((av, av),)
-            if flags & re.IGNORECASE:
-                iv = case_fold(iv)
-            return complement(iv)
-        elif op is C.ANY:
+            return ((av, av),)
+        if op is C.NOT_LITERAL:
+            return complement(((av, av),))
+        if op is C.ANY:
             return complement(()) if flags & re.DOTALL else complement(((10, 10),))
-        elif op is C.IN:
+        if op is C.IN:
             negate = False
             parts = []
             for sub_op, sub_av in av:
@@ -136,16 +158,10 @@ class _Builder:
                 else:
                     self.unsupported(f"class item {sub_op}")
             iv = union(*parts) if parts else ()
-            if flags & re.IGNORECASE:
-                iv = case_fold(iv)
             return complement(iv) if negate else iv
-        elif op is C.CATEGORY:
-            iv = self.category(av, ascii_only)
-        else:  # pragma: no cover - guarded by caller
-            raise AssertionError(op)
-        if flags & re.IGNORECASE:
-            iv = case_fold(iv)
-        return normalize(iv)
+        if op is C.CATEGORY:
+            return normalize(self.category(av, ascii_only))
+        raise AssertionError(op)  # pragma: no cover - guarded by caller
 
     def category(self, cat, ascii_only: bool) -> Intervals:
         if cat not in _CATEGORIES:
