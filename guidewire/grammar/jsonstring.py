@@ -50,13 +50,28 @@ class CharNFA:
             self.edges[src].append((chars, dst))
 
 
+#: prefix (a regex comment) of a pattern to build *relaxed*: a superset language where a construct
+#: no finite automaton can enforce is dropped (lenient mode; see :func:`relaxed_constructs`)
+RELAXED = "(?#guidewire:relaxed)"
+
+
 def pattern_automaton(pattern: str, *, search: bool = True) -> tuple[CharNFA, int, int]:
-    """Character automaton of a JSON Schema ``pattern`` (unanchored ends match anything)."""
+    """Character automaton of a JSON Schema ``pattern`` (unanchored ends match anything); a
+    pattern starting with :data:`RELAXED` is built as the closest superset language."""
     cnfa = CharNFA()
     tree = parse(pattern, 0)
-    builder = _Builder(cnfa, pattern, search=search)
+    builder = _Builder(cnfa, pattern, search=search, relax=pattern.startswith(RELAXED))
     start, end = builder.seq(list(tree), tree.state.flags, True, True)
     return cnfa, start, end
+
+
+def relaxed_constructs(pattern: str, *, search: bool = True) -> list[str]:
+    """The constructs of ``pattern`` that a relaxed build drops (empty: the pattern is exact).
+    Raises :class:`RegexSyntaxError` when the pattern does not parse."""
+    tree = parse(pattern, 0)
+    builder = _Builder(CharNFA(), pattern, search=search, relax=True)
+    builder.seq(list(tree), tree.state.flags, True, True)
+    return list(dict.fromkeys(builder.relaxed))
 
 
 def any_string_automaton() -> tuple[CharNFA, int, int]:

@@ -107,14 +107,25 @@ def parse(pattern: str, flags: int = 0):
 
 
 class _Builder:
-    def __init__(self, nfa, pattern: str, *, search: bool = False):
+    def __init__(self, nfa, pattern: str, *, search: bool = False, relax: bool = False):
         self.nfa = nfa
         self.pattern = pattern
         self.has_lazy = False
         self.search = search  # unanchored ends match anything (JSON Schema ``pattern``)
+        # relax: build a superset language instead of refusing (assertions dropped, a
+        # backreference read as any text, atomic/possessive parts as ordinary ones)
+        self.relax = relax
+        self.relaxed: list[str] = []
 
     def unsupported(self, what: str):
         raise UnsupportedFeatureError(f"{what} in regex {self.pattern!r} cannot be enforced by a finite automaton")
+
+    def _relaxed(self, what: str) -> bool:
+        """In relax mode record ``what`` and return True; otherwise refuse it."""
+        if not self.relax:
+            self.unsupported(what)
+        self.relaxed.append(what)
+        return True
 
     # -- character sets --------------------------------------------------------------------
     def charset(self, op, av, flags: int) -> Intervals:
@@ -188,8 +199,10 @@ class _Builder:
                 if (av in _START_ANCHORS and first) or (av in _END_ANCHORS and last):
                     continue
                 if av in _START_ANCHORS or av in _END_ANCHORS:
-                    self.unsupported("an anchor (^, $, \\A, \\Z) that is not at the start or end")
-                self.unsupported(f"the zero-width assertion {av}")
+                    self._relaxed("an anchor (^, $, \\A, \\Z) that is not at the start or end")
+                else:
+                    self._relaxed(f"the zero-width assertion {av}")
+                continue  # relaxed: the assertion is dropped
             if self.search:  # an explicit anchor here already fixed this end
                 first = first and self._end_kind(items, zero, reverse=False) != "anchor"
                 last = last and self._end_kind(items, zero, reverse=True) != "anchor"
@@ -250,13 +263,32 @@ class _Builder:
             lo, hi, sub = av
             return self.repeat(lo, hi, sub, flags)
         if op is C.POSSESSIVE_REPEAT:
-            self.unsupported("a possessive repeat (*+, ++, ?+)")
+            self._relaxed("a possessive repeat (*+, ++, ?+)")
+            lo, hi, sub = av
+            return self.repeat(lo, hi, sub, flags)
         if op is C.ATOMIC_GROUP:
-            self.unsupported("an atomic group (?>...)")
+            self._relaxed("an atomic group (?>...)")
+            return self.seq(av, flags, at_start, at_end)
         if op in (C.ASSERT, C.ASSERT_NOT):
-            self.unsupported("a lookaround (?=, ?!, ?<=, ?<!)")
-        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
-            self.unsupported("a backreference")
+            self._relaxed("a lookaround (?=, ?!, ?<=, ?<!)")
+            s = nfa.add_state()
+            return s, s
+        if op is C.GROUPREF:
+            self._relaxed("a backreference")
+            s = nfa.add_state()
+            return s, self._search_tail(s)
+        if op is C.GROUPREF_EXISTS:
+            self._relaxed("a conditional group (?(n)...|...)")
+            _group, yes, no = av
+            s, e = nfa.add_state(), nfa.add_state()
+            for alt in (yes, no):
+                if alt is None:
+                    nfa.eps[s].append(e)
+                    continue
+                a, b = self.seq(alt, flags, at_start, at_end)
+                nfa.eps[s].append(a)
+                nfa.eps[b].append(e)
+            return s, e
         self.unsupported(f"the construct {op}")
         raise AssertionError  # unreachable
 
