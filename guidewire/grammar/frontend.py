@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, UnsatisfiableGrammarError,
-                           UnsupportedFeatureError)
+from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, LimitExceededError,
+                           UnsatisfiableGrammarError, UnsupportedFeatureError)
 from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
@@ -44,6 +44,7 @@ class TerminalSpec:
     family: int = -1
     builder: object = None   # optional callable(nfa) -> RegexFragment building the terminal directly
     key: object = None       # hashable; equal keys mean equal builder automata (shared across compiles)
+    origin: str = ""         # where it comes from (a JSON pointer...), named in build errors
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
@@ -71,7 +72,12 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             if not spec.ignore_case and not vocab.can_spell(data):
                 raise InexpressibleLiteralError(
                     f"no sequence of tokens spells the literal {spec.pattern!r} (terminal {spec.name})")
-        frag, facts = _terminal_fragment(nfa, spec)
+        try:
+            frag, facts = _terminal_fragment(nfa, spec)
+        except LimitExceededError as exc:
+            if not spec.origin or spec.origin in str(exc):
+                raise
+            raise LimitExceededError(f"{exc} (building terminal {spec.name} for {spec.origin})") from None
         if facts is None:
             placed = None   # a fragment that is not closed: the lexer analyses the whole NFA
         elif placed is not None:

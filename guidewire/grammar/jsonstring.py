@@ -176,19 +176,20 @@ def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals) -> None:
         return
     u = nfa.add_state()
     nfa.add_bytes(back, u, ord("u"), ord("u"))
+    tails: dict = {}  # (target, digit-range suffix) -> state reading that suffix into target
     for lo, hi in bmp:
         for seq in hex4_sequences(lo, hi):
-            _digits_path(nfa, u, dst, seq)
+            _digits_path(nfa, u, dst, seq, tails)
     for lo, hi in astral:
         for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(lo, hi):
             mid = nfa.add_state()
             for seq in hex4_sequences(h_lo, h_hi):
-                _digits_path(nfa, u, mid, seq)
+                _digits_path(nfa, u, mid, seq, tails)
             b2, u2 = nfa.add_state(), nfa.add_state()
             nfa.add_bytes(mid, b2, 0x5C, 0x5C)
             nfa.add_bytes(b2, u2, ord("u"), ord("u"))
             for seq in hex4_sequences(l_lo, l_hi):
-                _digits_path(nfa, u2, dst, seq)
+                _digits_path(nfa, u2, dst, seq, tails)
 
 
 def hex4_sequences(lo: int, hi: int, width: int = 4) -> list[list[tuple[int, int]]]:
@@ -213,18 +214,29 @@ def hex4_sequences(lo: int, hi: int, width: int = 4) -> list[list[tuple[int, int
     return out + tail
 
 
-def _digits_path(nfa: NFA, src: int, dst: int, seq: list[tuple[int, int]]) -> None:
-    cur = src
-    for i, (a, b) in enumerate(seq):
-        nxt = dst if i == len(seq) - 1 else nfa.add_state()
-        if a <= 9:
-            nfa.add_bytes(cur, nxt, 0x30 + a, 0x30 + min(b, 9))
-        if b >= 10:
-            x = max(a, 10) - 10
-            y = b - 10
-            nfa.add_bytes(cur, nxt, ord("a") + x, ord("a") + y)
-            nfa.add_bytes(cur, nxt, ord("A") + x, ord("A") + y)
-        cur = nxt
+def _digits_path(nfa: NFA, src: int, dst: int, seq: list[tuple[int, int]], tails: dict) -> None:
+    """Hex digits ``seq`` from ``src`` to ``dst``; states that read the same digit suffix into the
+    same target are shared through ``tails`` (the same language, far fewer states)."""
+    nxt = dst
+    key: tuple = (dst,)
+    for a, b in reversed(seq[1:]):
+        key = key + ((a, b),)
+        state = tails.get(key)
+        if state is None:
+            state = tails[key] = nfa.add_state()
+            _digit_edges(nfa, state, nxt, a, b)
+        nxt = state
+    _digit_edges(nfa, src, nxt, *seq[0])
+
+
+def _digit_edges(nfa: NFA, cur: int, nxt: int, a: int, b: int) -> None:
+    if a <= 9:
+        nfa.add_bytes(cur, nxt, 0x30 + a, 0x30 + min(b, 9))
+    if b >= 10:
+        x = max(a, 10) - 10
+        y = b - 10
+        nfa.add_bytes(cur, nxt, ord("a") + x, ord("a") + y)
+        nfa.add_bytes(cur, nxt, ord("A") + x, ord("A") + y)
 
 
 def _surrogate_blocks(lo: int, hi: int):

@@ -60,6 +60,12 @@ class NFA:
             raise LimitExceededError(
                 f"automaton exceeds {self.max_states} NFA states (a very long pattern or large repeat count)")
 
+    def truncate(self, size: int) -> None:
+        """Forget every state from ``size`` on (a build that failed and added edges only from
+        states it created itself)."""
+        del self.eps[size:]
+        del self.edges[size:]
+
     def add_state(self) -> int:
         """A fresh state id."""
         self.reserve(1)
@@ -72,12 +78,18 @@ class NFA:
         seqs = self._class_cache.get(chars)
         if seqs is None:
             seqs = self._class_cache[chars] = utf8_sequences(chars)
+        tails: dict = {}  # byte-range suffix -> the state that reads it into dst (shared suffixes)
         for seq in seqs:
-            cur = src
-            for i, (lo, hi) in enumerate(seq):
-                nxt = dst if i == len(seq) - 1 else self.add_state()
-                self.edges[cur].append((lo, hi, nxt))
-                cur = nxt
+            nxt = dst
+            key = ()
+            for lo, hi in reversed(seq[1:]):
+                key = ((lo, hi),) + key
+                state = tails.get(key)
+                if state is None:
+                    state = tails[key] = self.add_state()
+                    self.edges[state].append((lo, hi, nxt))
+                nxt = state
+            self.edges[src].append((seq[0][0], seq[0][1], nxt))
 
     def add_bytes(self, src: int, dst: int, lo: int, hi: int) -> None:
         """An edge consuming one raw byte in ``[lo, hi]``."""
