@@ -131,7 +131,7 @@ class SchemaGrammarBuilder:
         automaton limits, strict mode raises :class:`LimitExceededError` naming ``pointer``, and
         lenient mode builds the string without the length bounds and records it in ``notes``.
         """
-        counted = max(min_len, max_len or 0) > 0
+        counted = min_len > 0 or max_len is not None
         # the outcome of a bounded build depends on the mode: part of the (cross-compile) key
         key = ("s", tuple(patterns), min_len, max_len, tuple(sorted(exclude)) if exclude else None) + (
             (self.fl.strict,) if counted else ())
