@@ -238,3 +238,23 @@ def test_a_bad_lark_regex_is_located_in_the_grammar_text(smollm2, text, name, at
         assert line[err.column - 1:].startswith(at), (line, err.column)
     else:  # Lark joined two regexes into one: the terminal's definition
         assert line[err.column - 1:].startswith("NUM:"), (line, err.column)
+
+
+# -- found by the differential fuzzer (test_jsonschema_fuzz.py) ----------------------------------------
+FUZZ_FOUND = [
+    # a counted string bound of 0 (maxLength 0) was once built unbounded
+    ({"propertyNames": {"maxLength": 0}}, [{"": 1}, {"bar": 1}, {}, 3]),
+    # dependentSchemas / dependencies constrain objects only: other values used to be rejected
+    ({"dependentSchemas": {"ab": {"type": "array"}}}, [2.0, "x", [], None, {}, {"ab": 1}]),
+    ({"$schema": D7, "dependencies": {"a": {"required": ["b"]}}}, [1, "s", [1], {"a": 1}, {"a": 1, "b": 2}]),
+    ({"oneOf": [{"dependentSchemas": {"a": {"if": True, "then": {"type": "string"}}}}]}, [{"A": 1}, {"a": 1}, 5]),
+]
+
+
+@pytest.mark.parametrize("schema,values", FUZZ_FOUND)
+def test_fuzzer_findings_agree_with_jsonschema(smollm2, schema, values):
+    g = compile_json_schema(schema, smollm2, any_order=True)
+    check = _validator(schema)
+    assert {check.is_valid(v) for v in values} == {True, False}
+    for value in values:
+        assert accepts(g, json.dumps(value)) == check.is_valid(value), (schema, value)

@@ -41,6 +41,7 @@ UNSUPPORTED = {
 _LISTS = ("x-patterns", "x-any", "x-not", "x-forbid", "x-exclude", "x-notenum", "x-antipatterns", "x-notmult",
           "x-depreq", "x-exists")
 MAX_MERGE_DEPTH = 64
+_NOT_OBJECT = {"type": ["null", "boolean", "number", "string", "array"]}
 
 
 class Flattener:
@@ -200,7 +201,9 @@ class Flattener:
                     continue
                 absent = self.synthetic("not", self.synthetic("required", trigger))
                 present = self.synthetic("allOf", self.synthetic("required", trigger), dep)
-                out.setdefault("x-any", []).append(("anyOf", [(absent, where), (present, where)]))
+                # a dependency constrains objects only: any other value passes
+                out.setdefault("x-any", []).append(("anyOf", [(_NOT_OBJECT, where), (absent, where),
+                                                              (present, where)]))
             else:
                 raise SchemaError(f"bad {key} value for {trigger!r}", where)
 
