@@ -26,8 +26,9 @@ from guidewire.core.errors import GuidewireError
 from guidewire.grammar import compile_json_schema
 
 KEYS = ["a", "b", "ab", "ba", "foo", "bar", "A", "é", "x1"]
-PATTERNS = ["^\\w+$", "\\d", "^\\s*$", "(?i)^ab", "^a|b$", "(^a|b)$", "^(a|b$)", "[^\\W\\d]", "é", "^.$",
-            "(?i)k", "^[a-z]*$", "^\\S+$", "a", "^$|^b", "(?i)^[^a]+$", "\\w\\d", "^(?:foo|ba)r?$"]
+# scoped flags (?i:...): jsonschema joins patternProperties with "|", where a global (?i) is an error
+PATTERNS = ["^\\w+$", "\\d", "^\\s*$", "(?i:^ab)", "^a|b$", "(^a|b)$", "^(a|b$)", "[^\\W\\d]", "é", "^.$",
+            "(?i:k)", "^[a-z]*$", "^\\S+$", "a", "^$|^b", "(?i:^[^a]+$)", "\\w\\d", "^(?:foo|ba)r?$", "(?i)^ǅ"]
 CHARS = "aAbBkK_0²٣é\u0300 \t\u00a0İıſ\u212a\u0345-x1"
 FORMATS = ["date", "email", "ipv4", "uuid", "hostname", "time"]
 
@@ -133,7 +134,11 @@ def test_random_schemas_agree_with_jsonschema(smollm2, smol_tokenizer):
         stats["compiled"] += 1
         check = _validator(schema)
         for i, value in enumerate(values):
-            valid = check.is_valid(value)
+            try:
+                valid = check.is_valid(value)
+            except Exception:  # noqa: BLE001 - the oracle itself cannot decide: nothing to compare
+                stats["oracle_errors"] += 1
+                continue
             for text in {json.dumps(value), json.dumps(value, separators=(",", ":"))}:
                 stats["instances"] += 1
                 stats["valid"] += valid

@@ -134,16 +134,24 @@ def test_property_names_check_that_cannot_decide_is_not_fail_open(smollm2):
 
 
 # -- issue 24 item 6: long length bounds ----------------------------------------------------------------
-def test_long_max_length_names_the_pointer_or_relaxes_in_lenient_mode(smollm2):
-    schema = {"properties": {"bio": {"type": "string", "maxLength": 10_000}}}
+def test_max_length_10000_is_enforced_exactly(smollm2):
+    """Used to fail with ``automaton exceeds 250000 NFA states`` (no pointer) from about 5,500 up."""
+    g = compile_json_schema({"type": "string", "maxLength": 10_000}, smollm2)
+    assert accepts(g, json.dumps("x" * 10_000)) and accepts(g, json.dumps("\u00e9" * 10_000, ensure_ascii=False))
+    assert not accepts(g, json.dumps("x" * 10_001))
+
+
+def test_a_bound_too_long_for_the_automaton_names_the_pointer_or_relaxes_in_lenient_mode(smollm2):
+    schema = {"properties": {"bio": {"type": "string", "pattern": "^\\w*$", "maxLength": 3_000}}}
     with pytest.raises(LimitExceededError) as info:
         compile_json_schema(schema, smollm2)
     msg = str(info.value)
-    assert "#/properties/bio" in msg and "maxLength 10000" in msg and "lenient=True" in msg
+    assert "#/properties/bio" in msg and "maxLength 3000" in msg and "lenient=True" in msg
     g = compile_json_schema(schema, smollm2, lenient=True)
-    assert any("maxLength 10000 at #/properties/bio" in n and "not enforced" in n for n in g.notes)
-    short, long_ = {"bio": "x" * 20}, {"bio": "x" * 10_050}
+    assert any("maxLength 3000 at #/properties/bio" in n and "not enforced" in n for n in g.notes)
+    short, long_, bad = {"bio": "x" * 20}, {"bio": "x" * 3_050}, {"bio": "x-y"}
     assert accepts(g, json.dumps(short)) and _validator(schema).is_valid(short)
+    assert not accepts(g, json.dumps(bad))  # the pattern is still enforced
     # over-approximation: the mask accepts what the output check (jsonschema) then rejects
     assert accepts(g, json.dumps(long_)) and not _validator(schema).is_valid(long_)
 
@@ -159,7 +167,7 @@ def test_bounds_above_max_string_length_relax_in_lenient_mode(smollm2):
 def test_a_relaxed_bound_is_not_reused_by_a_strict_compile(smollm2):
     """Fragments are shared across compiles by key: a lenient fallback must never stand in for the
     bounded automaton of a strict compile."""
-    schema = {"type": "string", "maxLength": 9_000}
+    schema = {"type": "string", "pattern": "^\\w*$", "maxLength": 2_500}
     compile_json_schema(schema, smollm2, lenient=True)
     with pytest.raises(LimitExceededError):
         compile_json_schema(schema, smollm2)

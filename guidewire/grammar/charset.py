@@ -60,7 +60,8 @@ def union(*ivs: Intervals) -> Intervals:
 
 @lru_cache(maxsize=None)
 def _all_chars() -> str:
-    return "".join(chr(c) for c in range(MAX_CP + 1) if not SURROGATES[0] <= c <= SURROGATES[1])
+    """Every Unicode scalar value, in order (about 4.4 MB; built once)."""
+    return "".join(map(chr, range(SURROGATES[0]))) + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CP + 1)))
 
 
 def _runs(rx, text: str) -> Intervals:
@@ -95,17 +96,20 @@ def _case_sensitive() -> tuple[int, ...]:
     from re import _casefix
 
     out = set()
-    for c in range(MAX_CP + 1):
-        if SURROGATES[0] <= c <= SURROGATES[1]:
-            continue
-        lo = _sre.unicode_tolower(c)
-        ch = chr(c)
-        if lo != c or _sre.unicode_iscased(c):
-            out.add(c)
-            out.add(lo)
-            for v in (ch.lower(), ch.upper(), ch.casefold(), ch.title()):
-                if len(v) == 1:
-                    out.add(ord(v))
+    text = _all_chars()
+    for at in range(0, len(text), 256):
+        block = text[at:at + 256]
+        if block.lower() == block and block.upper() == block and block.casefold() == block:
+            continue  # no cased character here (checked at C speed)
+        for ch in block:
+            c = ord(ch)
+            lo = _sre.unicode_tolower(c)
+            if lo != c or _sre.unicode_iscased(c):
+                out.add(c)
+                out.add(lo)
+                for v in (ch.lower(), ch.upper(), ch.casefold(), ch.title()):
+                    if len(v) == 1:
+                        out.add(ord(v))
     for k, vs in _casefix._EXTRA_CASES.items():
         out.add(k)
         out.update(vs)
@@ -150,35 +154,82 @@ def case_fold(iv: Intervals) -> Intervals:
     return ignorecase_closure(iv, lambda ch: rx.fullmatch(ch) is not None)
 
 
-def _encode(c: int) -> bytes:
-    return chr(c).encode("utf-8")
-
-
 _LEN_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, MAX_CP))
 
 
-def utf8_sequences(iv: Intervals) -> list[list[tuple[int, int]]]:
-    """Split codepoint intervals into sequences of byte ranges that encode exactly them."""
-    out: list[list[tuple[int, int]]] = []
+#: an acyclic byte automaton to copy between two states: ``nodes[i]`` lists edges ``(lo, hi, child)``
+#: reading one byte in ``lo..hi``; ``child == -1`` is the target, node 0 is the source itself
+Template = tuple[tuple[tuple[int, int, int], ...], ...]
 
-    def split(a: int, b: int, n: int) -> None:
-        for i in range(1, n):
-            m = (1 << (6 * i)) - 1
-            if (a & ~m) != (b & ~m):
-                if a & m:
-                    split(a, a | m, n)
-                    split((a | m) + 1, b, n)
-                    return
-                if (b & m) != m:
-                    split(a, (b & ~m) - 1, n)
-                    split(b & ~m, b, n)
-                    return
-        ea, eb = _encode(a), _encode(b)
-        out.append(list(zip(ea, eb)))
 
-    for a, b in iv:
-        for n, (lo, hi) in enumerate(_LEN_BOUNDS, start=1):
-            x, y = max(a, lo), min(b, hi)
-            if x <= y:
-                split(x, y, n)
-    return out
+def digit_dag(parts, radix: int, digit_bytes, separators=None) -> Template:
+    """The minimal acyclic automaton spelling numbers as fixed-width digit strings.
+
+    ``parts`` lists ``(top, width, intervals)``: numbers in ``intervals`` (within ``[0, radix**width)``)
+    are spelled by the byte ranges ``top(d)`` for their leading digit ``d``, then ``width - 1``
+    digits through ``digit_bytes(lo, hi) -> [(byte_lo, byte_hi)]``. Nodes with the same remaining
+    digit language are shared, so a large class costs a few states per digit position rather than
+    one path per interval. ``separators`` maps a remaining width to bytes read before those digits.
+    """
+    nodes: list = [None]
+    memo: dict = {}
+
+    def groups(sub, size):
+        out: dict = {}
+        for a, b in sub:
+            for d in range(a // size, b // size + 1):
+                out.setdefault(d, []).append((max(a, d * size) - d * size, min(b, d * size + size - 1) - d * size))
+        return out
+
+    def merged(pairs):
+        edges = []
+        for d, child in sorted(pairs):
+            if edges and edges[-1][1] == d - 1 and edges[-1][2] == child:
+                edges[-1][1] = d
+            else:
+                edges.append([d, d, child])
+        return edges
+
+    def build(sub, k):
+        if k == 0:
+            return -1
+        key = (sub, k)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        size = radix ** (k - 1)
+        pairs = [(d, build(tuple(part), k - 1)) for d, part in groups(sub, size).items()]
+        idx = len(nodes)
+        nodes.append(tuple((x, y, c) for lo, hi, c in merged(pairs) for x, y in digit_bytes(lo, hi)))
+        if separators and k in separators:  # bytes to read before these digits
+            for byte in reversed(separators[k]):
+                nodes.append(((byte, byte, idx),))
+                idx = len(nodes) - 1
+        memo[key] = idx
+        return idx
+
+    root = []
+    for top, width, iv in parts:
+        size = radix ** (width - 1)
+        pairs = [(d, build(tuple(part), width - 1)) for d, part in groups(iv, size).items()]
+        root += [(x, y, c) for lo, hi, c in merged(pairs) for x, y in top(lo, hi)]
+    nodes[0] = tuple(root)
+    return tuple(nodes)
+
+
+_UTF8_LEADS = {2: 0xC0, 3: 0xE0, 4: 0xF0}
+
+
+def utf8_template(iv: Intervals) -> Template:
+    """The UTF-8 encodings of ``iv`` as a minimal acyclic byte automaton (see :func:`digit_dag`)."""
+    parts = []
+    ascii_part = [(a, min(b, 0x7F)) for a, b in iv if a <= 0x7F]
+    for n in (2, 3, 4):
+        lo, hi = _LEN_BOUNDS[n - 1]
+        sub = tuple((max(a, lo), min(b, hi)) for a, b in iv if a <= hi and b >= lo)
+        if sub:
+            lead = _UTF8_LEADS[n]
+            parts.append((lambda x, y, lead=lead: [(lead + x, lead + y)], n, sub))
+    nodes = digit_dag(parts, 64, lambda x, y: [(0x80 + x, 0x80 + y)])
+    root = tuple((a, b, -1) for a, b in ascii_part) + nodes[0]
+    return (root,) + nodes[1:]

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover
 
 from ..core.errors import LimitExceededError, RegexSyntaxError, UnsupportedFeatureError
 from .charset import (Intervals, case_fold, category, complement, ignorecase_closure, normalize, union,
-                      utf8_sequences)
+                      utf8_template)
 
 MAX_NFA_STATES = 250_000
 #: (op, repr(av), flags) -> Intervals of a class under IGNORECASE; cleared when it holds more than
@@ -49,7 +49,7 @@ class NFA:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.max_states = max_states
-        self._class_cache: dict[Intervals, list[list[tuple[int, int]]]] = {}
+        self._class_cache: dict = {}  # Intervals -> UTF-8 template (one compile's classes)
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -75,21 +75,23 @@ class NFA:
 
     def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
         """Edges from ``src`` to ``dst`` consuming one character of ``chars`` as UTF-8."""
-        seqs = self._class_cache.get(chars)
-        if seqs is None:
-            seqs = self._class_cache[chars] = utf8_sequences(chars)
-        tails: dict = {}  # byte-range suffix -> the state that reads it into dst (shared suffixes)
-        for seq in seqs:
-            nxt = dst
-            key = ()
-            for lo, hi in reversed(seq[1:]):
-                key = ((lo, hi),) + key
-                state = tails.get(key)
-                if state is None:
-                    state = tails[key] = self.add_state()
-                    self.edges[state].append((lo, hi, nxt))
-                nxt = state
-            self.edges[src].append((seq[0][0], seq[0][1], nxt))
+        template = self._class_cache.get(chars)
+        if template is None:
+            template = self._class_cache[chars] = utf8_template(chars)
+        self.add_template(src, dst, template)
+
+    def add_template(self, src: int, dst: int, template) -> None:
+        """A copy of an acyclic byte automaton (:data:`~.charset.Template`) from ``src`` to ``dst``."""
+        self.reserve(len(template) - 1)
+        base = len(self.eps)
+        for _ in range(len(template) - 1):
+            self.eps.append([])
+            self.edges.append([])
+        ids = [src] + list(range(base, base + len(template) - 1))
+        for i, node in enumerate(template):
+            out = self.edges[ids[i]]
+            for lo, hi, child in node:
+                out.append((lo, hi, dst if child < 0 else ids[child]))
 
     def add_bytes(self, src: int, dst: int, lo: int, hi: int) -> None:
         """An edge consuming one raw byte in ``[lo, hi]``."""
