@@ -266,3 +266,12 @@ def test_fuzzer_findings_agree_with_jsonschema(smollm2, schema, values):
     assert {check.is_valid(v) for v in values} == {True, False}
     for value in values:
         assert accepts(g, json.dumps(value)) == check.is_valid(value), (schema, value)
+
+
+def test_property_names_errors_name_their_own_pointer(smollm2):
+    """``propertyNames`` errors used to say ``#/propertyNames`` wherever the keyword stood."""
+    schema = {"properties": {"o": {"type": "object", "propertyNames": {"not": {"anyOf": [
+        {"pattern": "^a"}, {"maxLength": 1, "minLength": 1, "pattern": "b"}]}}}}}
+    with pytest.raises(UnsupportedFeatureError) as info:
+        compile_json_schema(schema, smollm2)
+    assert "#/properties/o/propertyNames" in str(info.value)

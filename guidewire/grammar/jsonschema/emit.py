@@ -802,8 +802,8 @@ class SchemaGrammarBuilder:
         if has_extra:
             family = self.families
             self.families += 1
-        key_patterns = self._name_patterns(names_schema)
-        name_len = self._name_len(names_schema)
+        key_patterns = self._name_patterns(names_schema, f"{pointer}/propertyNames")
+        name_len = self._name_len(names_schema, f"{pointer}/propertyNames")
         excl = sorted(forbid) or None
         named_priority = 2
         blocked = []  # (key patterns, priority): key classes whose value schema admits nothing
@@ -1022,10 +1022,10 @@ class SchemaGrammarBuilder:
             return lambda name: True
         return lambda name: self.validator(names_schema, name)
 
-    def _name_patterns(self, names_schema):
+    def _name_patterns(self, names_schema, where: str):
         if names_schema is None or names_schema is True:
             return []
-        flat = self.fl.flatten(names_schema, "#/propertyNames")
+        flat = self.fl.flatten(names_schema, where)
         nothing = [("[^\\s\\S]", False)]
         if flat is False:
             return nothing
@@ -1037,16 +1037,16 @@ class SchemaGrammarBuilder:
                 return nothing
             if len(alts) == 1 and set(alts[0]) <= _NAME_KEYS:
                 flat = merge({k: v for k, v in flat.items() if k != "x-not"} | {"x-not": [
-                    e for e in flat["x-not"] if e is not entry]}, alts[0], "#/propertyNames")
+                    e for e in flat["x-not"] if e is not entry]}, alts[0], where)
                 if flat is False:
                     return nothing
             else:
-                self.fl.unsupported("propertyNames", "#/propertyNames", "a negation with several cases")
+                self.fl.unsupported("propertyNames", where, "a negation with several cases")
         extra = set(flat) - _NAME_KEYS - {"x-not"}
         if flat.get("x-not"):
             extra.add("not")
         if extra:
-            self.fl.unsupported("propertyNames", "#/propertyNames", f"keywords {sorted(extra)}")
+            self.fl.unsupported("propertyNames", where, f"keywords {sorted(extra)}")
         pats = list(flat.get("x-patterns", []))
         pats += [(p, search, True) for p, search in flat.get("x-antipatterns", [])]
         for values, _w in flat.get("x-notenum", []):
@@ -1060,10 +1060,10 @@ class SchemaGrammarBuilder:
             pats.append(("(?:" + "|".join(re.escape(v) for v in names) + ")", False))
         return pats
 
-    def _name_len(self, names_schema):
+    def _name_len(self, names_schema, where: str):
         if not isinstance(names_schema, dict):
             return 0, None
-        flat = self.fl.flatten(names_schema, "#/propertyNames")
+        flat = self.fl.flatten(names_schema, where)
         if not flat:
             return 0, None
         return flat.get("minLength", 0), flat.get("maxLength")
