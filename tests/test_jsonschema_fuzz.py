@@ -1,16 +1,15 @@
 """Differential fuzzer: random schemas x random instances, the compiled grammar vs ``jsonschema``.
 
-Schemas mix boolean subschemas, Unicode classes (``\\w \\d \\s``), case-insensitive flags, ``^``/``$``
-inside alternations, formats, numeric bounds, object and array keywords and ``anyOf``/``oneOf``/
-``allOf``/``not``/``if``. Instances are drawn from small pools of keys, strings and numbers so they
-often come close to the schema's edge. For each instance, its ``json.dumps`` text (default and
-compact separators) is walked byte by byte; a few per schema also token by token through the
-masks; a schema strict mode refuses is compiled leniently, where every valid value must pass (an
-over-approximation). Both directions are asserted with ``any_order=True`` (the exact language): accepted-but-invalid
-(unsound) and rejected-but-valid (the strict compiler promises exactness); with the default layout
-(named properties in schema order, a subset) only soundness. A schema the compiler refuses (a typed error) is counted,
-not compared. Every disagreement found while writing this became a regression in
-``test_jsonschema_soundness.py``.
+Schemas mix boolean subschemas, Unicode classes (``\\w \\d \\s``), case-insensitive flags,
+``^``/``$`` inside alternations, lookarounds, formats, numeric bounds, object and array keywords and
+``anyOf``/``oneOf``/``allOf``/``not``/``if``. Instances come from small pools of keys, strings and
+numbers so they often land near the schema's edge. Each instance's ``json.dumps`` text (default and
+compact separators) is walked byte by byte, a few per schema also token by token through the masks.
+Both directions are asserted on ``any_order=True`` (the exact language): accepted-but-invalid
+(unsound) and rejected-but-valid (strict mode promises exactness); on the default layout (named
+properties in schema order, a subset) only soundness. A schema strict mode refuses (a typed error)
+is compiled leniently instead, where every valid value must pass (an over-approximation). Every
+disagreement found while writing this became a regression in ``test_jsonschema_soundness.py``.
 """
 
 from __future__ import annotations
