@@ -1,7 +1,8 @@
 """Offline soundness sweep: MaskBench's labelled instances through the compiled grammar vs ``jsonschema``.
 
 Not collected by pytest (minutes to hours). For every schema of a sample, compile it (strict and
-``any_order=True``: the exact language), walk each instance's ``json.dumps`` text (default and
+``any_order=True``: the exact language; in schema order where ``any_order`` hits its limits, and
+then only soundness is checked), walk each instance's ``json.dumps`` text (default and
 compact separators) byte by byte, and compare with ``jsonschema`` (FormatChecker). Prints one line
 per disagreement and a summary; ``accepted_invalid`` must be 0.
 
@@ -54,9 +55,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", nargs="?", default=DEFAULT_DATA)
     ap.add_argument("--every", type=int, default=8, help="take every k-th schema (sorted by name)")
+    ap.add_argument("--offset", type=int, default=0, help="starting at this one")
     ap.add_argument("--limit-s", type=int, default=20, help="per-schema compile+check limit (seconds)")
     args = ap.parse_args()
-    files = sorted(glob.glob(os.path.join(args.data, "*.json")))[:: args.every]
+    files = sorted(glob.glob(os.path.join(args.data, "*.json")))[args.offset:: args.every]
     vocab = Vocab.load("smollm2")
     stats: Counter = Counter()
     signal.signal(signal.SIGALRM, _alarm)
@@ -67,7 +69,11 @@ def main() -> int:
         stats["schemas"] += 1
         signal.alarm(args.limit_s)
         try:
-            g = compile_json_schema(schema, vocab, any_order=True)
+            try:
+                g, exact = compile_json_schema(schema, vocab, any_order=True), True
+            except GuidewireError:  # any_order has its own limits: schema order (a subset) instead
+                g, exact = compile_json_schema(schema, vocab), False
+                stats["schema_order_only"] += 1
             cls = jsonschema.validators.validator_for(schema) if isinstance(schema, dict) else \
                 jsonschema.Draft202012Validator
             check = cls(schema, format_checker=cls.FORMAT_CHECKER)
@@ -84,7 +90,7 @@ def main() -> int:
                     if ok and not valid:
                         stats["accepted_invalid"] += 1
                         print("UNSOUND", os.path.basename(path), text[:300], flush=True)
-                    elif valid and not ok:
+                    elif valid and not ok and exact:
                         kind = "rejected_valid_integral_float" if _integral_float(t["data"]) else "rejected_valid"
                         stats[kind] += 1
                         print("OVER", os.path.basename(path), text[:200], flush=True)
