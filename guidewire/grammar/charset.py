@@ -96,9 +96,12 @@ def _case_sensitive() -> tuple[int, ...]:
     from re import _casefix
 
     out = set()
-    text = _all_chars()
-    for at in range(0, len(text), 256):
-        block = text[at:at + 256]
+    # planes 2-16 hold no cased character (ideographs, tags, private use); the test
+    # test_character_classes_are_pythons_re_on_every_codepoint checks every codepoint against re
+    for at in range(0, 0x20000, 256):
+        if SURROGATES[0] <= at <= SURROGATES[1]:
+            continue
+        block = "".join(map(chr, range(at, at + 256)))
         if block.lower() == block and block.upper() == block and block.casefold() == block:
             continue  # no cased character here (checked at C speed)
         for ch in block:
@@ -141,6 +144,7 @@ def _replace_points(base: Intervals, points: tuple[int, ...], keep) -> Intervals
     return union(tuple(out), tuple(keep))
 
 
+@lru_cache(maxsize=4096)  # mostly single letters of case-insensitive literals: a few hundred KB at most
 def case_fold(iv: Intervals) -> Intervals:
     """Close literal characters under Python ``re``'s IGNORECASE matching: every character that
     ``re`` matches case-insensitively against some member of ``iv``."""
