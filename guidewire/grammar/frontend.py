@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, UnsatisfiableGrammarError,
-                           UnsupportedFeatureError)
+from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, LimitExceededError, RegexSyntaxError,
+                           UnsatisfiableGrammarError, UnsupportedFeatureError)
 from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
 from .lexer import ByteDFA, Terminal, _reachable
 from .fragments import STORE, FragmentFacts, analyse, capture, splice
-from .regex import NFA, RegexFragment, compile_into, literal_into
+from .regex import NFA, RegexFragment, compile_into, literal_into, parse
 
 # common.lark terminals written with lookbehind, and lookaround-free regexes with the same
 # language under Lark's (shortest-match) lexing.
@@ -44,6 +44,7 @@ class TerminalSpec:
     family: int = -1
     builder: object = None   # optional callable(nfa) -> RegexFragment building the terminal directly
     key: object = None       # hashable; equal keys mean equal builder automata (shared across compiles)
+    origin: str = ""         # where it comes from (a JSON pointer...), named in build errors
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
@@ -71,7 +72,12 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             if not spec.ignore_case and not vocab.can_spell(data):
                 raise InexpressibleLiteralError(
                     f"no sequence of tokens spells the literal {spec.pattern!r} (terminal {spec.name})")
-        frag, facts = _terminal_fragment(nfa, spec)
+        try:
+            frag, facts = _terminal_fragment(nfa, spec)
+        except LimitExceededError as exc:
+            if not spec.origin or spec.origin in str(exc):
+                raise
+            raise LimitExceededError(f"{exc} (building terminal {spec.name} for {spec.origin})") from None
         if facts is None:
             placed = None   # a fragment that is not closed: the lexer analyses the whole NFA
         elif placed is not None:
@@ -168,6 +174,10 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
             specs.append(TerminalSpec(t.name, pat.value, literal=True, ignore_case=bool(flags & re.I),
                                       priority=t.priority, ignored=t.name in ignore))
         else:
+            try:
+                parse(_EQUIVALENT_REGEX.get(pat.value, pat.value), flags)
+            except RegexSyntaxError as exc:
+                raise _regex_error_in_grammar(grammar_text, t.name, pat.value, exc) from None
             specs.append(TerminalSpec(t.name, pat.value, priority=t.priority, ignored=t.name in ignore,
                                       flags=flags))
     nt_index: dict[str, int] = {}
@@ -192,6 +202,32 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
     start_id = nt_index[start]
     nt_names = sorted(nt_index, key=nt_index.get)
     return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+
+
+def _regex_error_in_grammar(text: str, name: str, pattern: str, exc: RegexSyntaxError) -> GrammarSyntaxError:
+    """``exc`` (positioned inside ``pattern``) re-positioned in the grammar text, naming the terminal:
+    at the offending character when the ``/.../`` literal is found verbatim, else at the terminal's
+    definition."""
+    what = "an inline regex" if name.startswith("__") else f"terminal {name}"
+    msg = exc.args[0].split(": ", 1)[-1]
+    defn = re.search(r"^[ \t]*" + re.escape(name) + r"(?:\.-?\d+)?[ \t]*:", text, re.M)
+    begin = defn.start() if defn else 0
+    at = -1
+    for raw in (pattern, pattern.replace("/", "\\/")):
+        at = text.find("/" + raw + "/", begin)
+        if at >= 0:
+            break
+    if at >= 0:
+        lines = pattern.split("\n")
+        line_no, col = exc.line or 1, exc.column or 1
+        offset = at + 1 + sum(len(x) + 1 for x in lines[:line_no - 1]) + col - 1
+    elif defn:
+        offset = defn.start() + len(defn.group(0)) - len(defn.group(0).lstrip())
+    else:
+        return GrammarSyntaxError(f"bad regex in {what}: {msg}")
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return GrammarSyntaxError(f"bad regex in {what}: {msg}", line, column)
 
 
 def _first_line(msg: str) -> str:

@@ -14,8 +14,10 @@ Patterns use JSON Schema's search semantics: unanchored ends match anything.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..core.errors import LimitExceededError
-from .charset import MAX_CP, Intervals, complement, normalize
+from .charset import MAX_CP, Intervals, complement, digit_dag, normalize
 from .regex import NFA, RegexFragment, _Builder, _reaches, parse
 
 MAX_PRODUCT_STATES = 60_000
@@ -50,13 +52,28 @@ class CharNFA:
             self.edges[src].append((chars, dst))
 
 
+#: prefix (a regex comment) of a pattern to build *relaxed*: a superset language where a construct
+#: no finite automaton can enforce is dropped (lenient mode; see :func:`relaxed_constructs`)
+RELAXED = "(?#guidewire:relaxed)"
+
+
 def pattern_automaton(pattern: str, *, search: bool = True) -> tuple[CharNFA, int, int]:
-    """Character automaton of a JSON Schema ``pattern`` (unanchored ends match anything)."""
+    """Character automaton of a JSON Schema ``pattern`` (unanchored ends match anything); a
+    pattern starting with :data:`RELAXED` is built as the closest superset language."""
     cnfa = CharNFA()
     tree = parse(pattern, 0)
-    builder = _Builder(cnfa, pattern, search=search)
+    builder = _Builder(cnfa, pattern, search=search, relax=pattern.startswith(RELAXED))
     start, end = builder.seq(list(tree), tree.state.flags, True, True)
     return cnfa, start, end
+
+
+def relaxed_constructs(pattern: str, *, search: bool = True) -> list[str]:
+    """The constructs of ``pattern`` that a relaxed build drops (empty: the pattern is exact).
+    Raises :class:`RegexSyntaxError` when the pattern does not parse."""
+    tree = parse(pattern, 0)
+    builder = _Builder(CharNFA(), pattern, search=search, relax=True)
+    builder.seq(list(tree), tree.state.flags, True, True)
+    return list(dict.fromkeys(builder.relaxed))
 
 
 def any_string_automaton() -> tuple[CharNFA, int, int]:
@@ -161,55 +178,34 @@ def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals) -> None:
         return
     u = nfa.add_state()
     nfa.add_bytes(back, u, ord("u"), ord("u"))
-    for lo, hi in bmp:
-        for seq in hex4_sequences(lo, hi):
-            _digits_path(nfa, u, dst, seq)
-    for lo, hi in astral:
-        for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(lo, hi):
-            mid = nfa.add_state()
-            for seq in hex4_sequences(h_lo, h_hi):
-                _digits_path(nfa, u, mid, seq)
-            b2, u2 = nfa.add_state(), nfa.add_state()
-            nfa.add_bytes(mid, b2, 0x5C, 0x5C)
-            nfa.add_bytes(b2, u2, ord("u"), ord("u"))
-            for seq in hex4_sequences(l_lo, l_hi):
-                _digits_path(nfa, u2, dst, seq)
+    nfa.add_template(u, dst, _escape_template(bmp, astral))
 
 
-def hex4_sequences(lo: int, hi: int, width: int = 4) -> list[list[tuple[int, int]]]:
-    """Split ``[lo, hi]`` into sequences of per-hex-digit ranges (most significant first)."""
-    if width == 1:
-        return [[(lo, hi)]]
-    base = 16 ** (width - 1)
-    dlo, dhi = lo // base, hi // base
-    rlo, rhi = lo % base, hi % base
-    if dlo == dhi:
-        return [[(dlo, dlo)] + s for s in hex4_sequences(rlo, rhi, width - 1)]
-    out: list[list[tuple[int, int]]] = []
-    if rlo != 0:
-        out += [[(dlo, dlo)] + s for s in hex4_sequences(rlo, base - 1, width - 1)]
-        dlo += 1
-    tail: list[list[tuple[int, int]]] = []
-    if rhi != base - 1:
-        tail = [[(dhi, dhi)] + s for s in hex4_sequences(0, rhi, width - 1)]
-        dhi -= 1
-    if dlo <= dhi:
-        out.append([(dlo, dhi)] + [(0, 15)] * (width - 1))
-    return out + tail
+@lru_cache(maxsize=256)  # a template is at most a few thousand edges: bounded at a few MB
+def _escape_template(bmp: Intervals, astral: Intervals):
+    """The hex digits after ``\\u`` spelling ``bmp`` (4 digits) and ``astral`` (a surrogate pair:
+    4 digits, ``\\u``, 4 digits) as one minimal acyclic automaton."""
+    parts = []
+    if bmp:
+        parts.append((_hex_bytes, 4, bmp))
+    if astral:
+        pairs = []
+        for lo, hi in astral:
+            for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(lo, hi):
+                pairs += [((h << 16) | l_lo, (h << 16) | l_hi) for h in range(h_lo, h_hi + 1)]
+        parts.append((_hex_bytes, 8, tuple(pairs)))
+    return digit_dag(parts, 16, _hex_bytes, separators={4: (0x5C, ord("u"))} if astral else None)
 
 
-def _digits_path(nfa: NFA, src: int, dst: int, seq: list[tuple[int, int]]) -> None:
-    cur = src
-    for i, (a, b) in enumerate(seq):
-        nxt = dst if i == len(seq) - 1 else nfa.add_state()
-        if a <= 9:
-            nfa.add_bytes(cur, nxt, 0x30 + a, 0x30 + min(b, 9))
-        if b >= 10:
-            x = max(a, 10) - 10
-            y = b - 10
-            nfa.add_bytes(cur, nxt, ord("a") + x, ord("a") + y)
-            nfa.add_bytes(cur, nxt, ord("A") + x, ord("A") + y)
-        cur = nxt
+def _hex_bytes(a: int, b: int) -> list[tuple[int, int]]:
+    """Byte ranges of the hex digits ``a..b`` (either case)."""
+    out = []
+    if a <= 9:
+        out.append((0x30 + a, 0x30 + min(b, 9)))
+    if b >= 10:
+        x, y = max(a, 10) - 10, b - 10
+        out += [(ord("a") + x, ord("a") + y), (ord("A") + x, ord("A") + y)]
+    return out
 
 
 def _surrogate_blocks(lo: int, hi: int):

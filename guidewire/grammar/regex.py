@@ -3,8 +3,8 @@
 Parsing uses the standard library's own ``re`` parser (so the accepted syntax and the
 error positions are exactly Python's); the tree is turned into a nondeterministic
 automaton over *bytes*, each character class expanded into UTF-8 byte-range paths.
-Character classes follow Unicode semantics (``\\d``, ``\\w``, ``\\s`` as the ``regex``
-package defines them) unless the ASCII flag is set. Lookarounds, backreferences,
+Character classes and IGNORECASE follow Python ``re`` exactly (``\\d``, ``\\w``, ``\\s`` as
+``re`` defines them, Unicode unless the ASCII flag is set). Lookarounds, backreferences,
 word boundaries, atomic groups and possessive repeats cannot be expressed by a
 finite automaton over the text and raise :class:`UnsupportedFeatureError`.
 """
@@ -15,16 +15,23 @@ import re
 from dataclasses import dataclass
 
 try:  # Python >= 3.11
+    from re import _compiler
     from re import _constants as C
     from re import _parser as sre_parse
 except ImportError:  # pragma: no cover
+    import sre_compile as _compiler  # type: ignore
     import sre_constants as C  # type: ignore
     import sre_parse  # type: ignore
 
 from ..core.errors import LimitExceededError, RegexSyntaxError, UnsupportedFeatureError
-from .charset import Intervals, case_fold, category, complement, normalize, union, utf8_sequences
+from .charset import (Intervals, case_fold, category, complement, ignorecase_closure, normalize, union,
+                      utf8_template)
 
 MAX_NFA_STATES = 250_000
+#: (op, repr(av), flags) -> Intervals of a class under IGNORECASE; cleared when it holds more than
+#: _IGNORECASE_MEMO_INTERVALS intervals in all (about 100 bytes each: a bound of ~20 MB)
+_IGNORECASE_MEMO: dict = {}
+_IGNORECASE_MEMO_INTERVALS = 200_000
 
 _CATEGORIES = {
     C.CATEGORY_DIGIT: ("digit", False), C.CATEGORY_NOT_DIGIT: ("digit", True),
@@ -42,7 +49,7 @@ class NFA:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.max_states = max_states
-        self._class_cache: dict[Intervals, list[list[tuple[int, int]]]] = {}
+        self._class_cache: dict = {}  # Intervals -> UTF-8 template (one compile's classes)
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -53,6 +60,12 @@ class NFA:
             raise LimitExceededError(
                 f"automaton exceeds {self.max_states} NFA states (a very long pattern or large repeat count)")
 
+    def truncate(self, size: int) -> None:
+        """Forget every state from ``size`` on (a build that failed and added edges only from
+        states it created itself)."""
+        del self.eps[size:]
+        del self.edges[size:]
+
     def add_state(self) -> int:
         """A fresh state id."""
         self.reserve(1)
@@ -62,15 +75,23 @@ class NFA:
 
     def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
         """Edges from ``src`` to ``dst`` consuming one character of ``chars`` as UTF-8."""
-        seqs = self._class_cache.get(chars)
-        if seqs is None:
-            seqs = self._class_cache[chars] = utf8_sequences(chars)
-        for seq in seqs:
-            cur = src
-            for i, (lo, hi) in enumerate(seq):
-                nxt = dst if i == len(seq) - 1 else self.add_state()
-                self.edges[cur].append((lo, hi, nxt))
-                cur = nxt
+        template = self._class_cache.get(chars)
+        if template is None:
+            template = self._class_cache[chars] = utf8_template(chars)
+        self.add_template(src, dst, template)
+
+    def add_template(self, src: int, dst: int, template) -> None:
+        """A copy of an acyclic byte automaton (:data:`~.charset.Template`) from ``src`` to ``dst``."""
+        self.reserve(len(template) - 1)
+        base = len(self.eps)
+        for _ in range(len(template) - 1):
+            self.eps.append([])
+            self.edges.append([])
+        ids = [src] + list(range(base, base + len(template) - 1))
+        for i, node in enumerate(template):
+            out = self.edges[ids[i]]
+            for lo, hi, child in node:
+                out.append((lo, hi, dst if child < 0 else ids[child]))
 
     def add_bytes(self, src: int, dst: int, lo: int, hi: int) -> None:
         """An edge consuming one raw byte in ``[lo, hi]``."""
@@ -100,28 +121,54 @@ def parse(pattern: str, flags: int = 0):
 
 
 class _Builder:
-    def __init__(self, nfa, pattern: str, *, search: bool = False):
+    def __init__(self, nfa, pattern: str, *, search: bool = False, relax: bool = False):
         self.nfa = nfa
         self.pattern = pattern
         self.has_lazy = False
         self.search = search  # unanchored ends match anything (JSON Schema ``pattern``)
+        # relax: build a superset language instead of refusing (assertions dropped, a
+        # backreference read as any text, atomic/possessive parts as ordinary ones)
+        self.relax = relax
+        self.relaxed: list[str] = []
 
     def unsupported(self, what: str):
         raise UnsupportedFeatureError(f"{what} in regex {self.pattern!r} cannot be enforced by a finite automaton")
 
+    def _relaxed(self, what: str) -> bool:
+        """In relax mode record ``what`` and return True; otherwise refuse it."""
+        if not self.relax:
+            self.unsupported(what)
+        self.relaxed.append(what)
+        return True
+
     # -- character sets --------------------------------------------------------------------
     def charset(self, op, av, flags: int) -> Intervals:
+        """The codepoints one character node matches, exactly as Python ``re`` does (IGNORECASE
+        included: settled by ``re`` itself on the codepoints whose case can matter)."""
+        base = self._charset(op, av, flags)
+        if not flags & re.IGNORECASE or op is C.ANY:
+            return base
+        key = (op, repr(av), flags & (re.IGNORECASE | re.ASCII))
+        hit = _IGNORECASE_MEMO.get(key)
+        if hit is None:
+            mode = re.IGNORECASE | (re.ASCII if flags & re.ASCII else re.UNICODE)
+            rx = _compiler.compile(sre_parse.SubPattern(sre_parse.State(), [(op, av)]), mode)
+            hit = ignorecase_closure(base, lambda ch: rx.fullmatch(ch) is not None)
+            if sum(len(v) for v in _IGNORECASE_MEMO.values()) + len(hit) > _IGNORECASE_MEMO_INTERVALS:
+                _IGNORECASE_MEMO.clear()
+            _IGNORECASE_MEMO[key] = hit
+        return hit
+
+    def _charset(self, op, av, flags: int) -> Intervals:
+        """The codepoints ``op`` matches ignoring IGNORECASE."""
         ascii_only = bool(flags & re.ASCII)
         if op is C.LITERAL:
-            iv = ((av, av),)
-        elif op is C.NOT_LITERAL:
-            iv = ((av, av),)
-            if flags & re.IGNORECASE:
-                iv = case_fold(iv)
-            return complement(iv)
-        elif op is C.ANY:
+            return ((av, av),)
+        if op is C.NOT_LITERAL:
+            return complement(((av, av),))
+        if op is C.ANY:
             return complement(()) if flags & re.DOTALL else complement(((10, 10),))
-        elif op is C.IN:
+        if op is C.IN:
             negate = False
             parts = []
             for sub_op, sub_av in av:
@@ -136,16 +183,10 @@ class _Builder:
                 else:
                     self.unsupported(f"class item {sub_op}")
             iv = union(*parts) if parts else ()
-            if flags & re.IGNORECASE:
-                iv = case_fold(iv)
             return complement(iv) if negate else iv
-        elif op is C.CATEGORY:
-            iv = self.category(av, ascii_only)
-        else:  # pragma: no cover - guarded by caller
-            raise AssertionError(op)
-        if flags & re.IGNORECASE:
-            iv = case_fold(iv)
-        return normalize(iv)
+        if op is C.CATEGORY:
+            return normalize(self.category(av, ascii_only))
+        raise AssertionError(op)  # pragma: no cover - guarded by caller
 
     def category(self, cat, ascii_only: bool) -> Intervals:
         if cat not in _CATEGORIES:
@@ -172,8 +213,10 @@ class _Builder:
                 if (av in _START_ANCHORS and first) or (av in _END_ANCHORS and last):
                     continue
                 if av in _START_ANCHORS or av in _END_ANCHORS:
-                    self.unsupported("an anchor (^, $, \\A, \\Z) that is not at the start or end")
-                self.unsupported(f"the zero-width assertion {av}")
+                    self._relaxed("an anchor (^, $, \\A, \\Z) that is not at the start or end")
+                else:
+                    self._relaxed(f"the zero-width assertion {av}")
+                continue  # relaxed: the assertion is dropped
             if self.search:  # an explicit anchor here already fixed this end
                 first = first and self._end_kind(items, zero, reverse=False) != "anchor"
                 last = last and self._end_kind(items, zero, reverse=True) != "anchor"
@@ -234,13 +277,32 @@ class _Builder:
             lo, hi, sub = av
             return self.repeat(lo, hi, sub, flags)
         if op is C.POSSESSIVE_REPEAT:
-            self.unsupported("a possessive repeat (*+, ++, ?+)")
+            self._relaxed("a possessive repeat (*+, ++, ?+)")
+            lo, hi, sub = av
+            return self.repeat(lo, hi, sub, flags)
         if op is C.ATOMIC_GROUP:
-            self.unsupported("an atomic group (?>...)")
+            self._relaxed("an atomic group (?>...)")
+            return self.seq(av, flags, at_start, at_end)
         if op in (C.ASSERT, C.ASSERT_NOT):
-            self.unsupported("a lookaround (?=, ?!, ?<=, ?<!)")
-        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
-            self.unsupported("a backreference")
+            self._relaxed("a lookaround (?=, ?!, ?<=, ?<!)")
+            s = nfa.add_state()
+            return s, s
+        if op is C.GROUPREF:
+            self._relaxed("a backreference")
+            s = nfa.add_state()
+            return s, self._search_tail(s)
+        if op is C.GROUPREF_EXISTS:
+            self._relaxed("a conditional group (?(n)...|...)")
+            _group, yes, no = av
+            s, e = nfa.add_state(), nfa.add_state()
+            for alt in (yes, no):
+                if alt is None:
+                    nfa.eps[s].append(e)
+                    continue
+                a, b = self.seq(alt, flags, at_start, at_end)
+                nfa.eps[s].append(a)
+                nfa.eps[b].append(e)
+            return s, e
         self.unsupported(f"the construct {op}")
         raise AssertionError  # unreachable
 

@@ -9,6 +9,7 @@ enforced is listed in ``grammar.notes``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from ...core.errors import UnsatisfiableGrammarError
@@ -62,7 +63,7 @@ def compile_json_schema(schema, vocab, **options):
     notes: list[str] = []
     resolver = Resolver(root)
     flattener = Flattener(resolver, draft_of(root), strict=not opts.lenient, notes=notes)
-    builder = SchemaGrammarBuilder(flattener, _validator(root), opts)
+    builder = SchemaGrammarBuilder(flattener, _validator(root, flattener), opts)
     sym = builder.value(root, "#", 0)
     if sym is None:
         raise UnsatisfiableGrammarError("the schema admits no JSON value")
@@ -71,8 +72,14 @@ def compile_json_schema(schema, vocab, **options):
     return grammar
 
 
-def _validator(root):
-    """``check(subschema, value) -> bool`` with ``jsonschema``, refs resolved against ``root``."""
+def _validator(root, flattener):
+    """``check(subschema, value) -> bool`` with ``jsonschema``, refs resolved against ``root``.
+
+    Never fails open: when ``jsonschema`` cannot decide (a ``pattern`` Python ``re`` cannot compile,
+    such as ``\\p{Ll}``...), strict mode raises :class:`UnsupportedFeatureError` naming the keyword
+    and its JSON pointer; lenient mode records it in ``notes`` and keeps the value (the callers only
+    use a check to *drop* values or cases, so keeping one over-approximates).
+    """
     try:
         from jsonschema import validators
     except ImportError:  # pragma: no cover - jsonschema is a dependency
@@ -82,6 +89,7 @@ def _validator(root):
         base = cls(root, format_checker=cls.FORMAT_CHECKER)
     except Exception as exc:  # noqa: BLE001 - a schema jsonschema itself rejects
         raise SchemaError(f"invalid schema: {exc}") from None
+    pointers: dict[int, str] = {}
 
     def check(sub, value) -> bool:
         if sub is True:
@@ -90,7 +98,53 @@ def _validator(root):
             return False
         try:
             return base.evolve(schema=sub).is_valid(value)
-        except Exception:  # noqa: BLE001 - unresolvable parts: keep the value (enforced elsewhere)
+        except Exception as exc:  # noqa: BLE001 - jsonschema cannot decide: refuse or over-approximate
+            if not pointers:
+                _index_pointers(root, "#", pointers)
+            keyword, where = _undecidable_keyword(sub, pointers)
+            flattener.unsupported(keyword, where, f"jsonschema cannot check a value against it "
+                                                  f"({type(exc).__name__}: {str(exc)[:120]})")
             return True
 
     return check
+
+
+def _index_pointers(node, pointer: str, out: dict, depth: int = 0) -> None:
+    """JSON pointer of every object/array inside ``node`` (first occurrence), keyed by ``id``."""
+    if depth > 256 or id(node) in out:
+        return
+    if isinstance(node, dict):
+        out[id(node)] = pointer
+        for k, v in node.items():
+            _index_pointers(v, f"{pointer}/{str(k).replace('~', '~0').replace('/', '~1')}", out, depth + 1)
+    elif isinstance(node, list):
+        out[id(node)] = pointer
+        for i, v in enumerate(node):
+            _index_pointers(v, f"{pointer}/{i}", out, depth + 1)
+
+
+def _undecidable_keyword(sub, pointers: dict) -> tuple[str, str]:
+    """The keyword (and its pointer) that keeps ``jsonschema`` from deciding ``sub``: the first
+    ``pattern``/``patternProperties`` regex Python ``re`` cannot compile, else the subschema itself."""
+    stack = [(sub, pointers.get(id(sub)))]
+    seen = set()
+    while stack:
+        node, ptr = stack.pop()
+        if id(node) in seen or len(seen) > 10_000:
+            continue
+        seen.add(id(node))
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        if isinstance(node, dict):
+            here = pointers.get(id(node), ptr)
+            pats = [("pattern", node["pattern"])] if isinstance(node.get("pattern"), str) else []
+            if isinstance(node.get("patternProperties"), dict):
+                pats += [("patternProperties", p) for p in node["patternProperties"]]
+            for keyword, pat in pats:
+                try:
+                    re.compile(pat)
+                except (re.error, OverflowError, RecursionError, ValueError):
+                    return keyword, f"{here or '#'}/{keyword}"
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, pointers.get(id(child), ptr)))
+    return "schema", pointers.get(id(sub), "#")

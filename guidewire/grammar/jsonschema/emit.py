@@ -62,14 +62,15 @@ class SchemaGrammarBuilder:
 
     # -- symbols -------------------------------------------------------------------------------
     def term(self, key, name: str, *, pattern: str | None = None, builder=None, family: int = -1,
-             priority: int = 0) -> _Sym:
-        """Intern a terminal by ``key``."""
+             priority: int = 0, origin: str = "") -> _Sym:
+        """Intern a terminal by ``key`` (``origin``: the JSON pointer it is built for, for errors)."""
         full = (key, family, priority)
         idx = self.term_keys.get(full)
         if idx is None:
             idx = self.term_keys[full] = len(self.terms)
             self.terms.append(TerminalSpec(f"{name}_{idx}", pattern or "", family=family, priority=priority,
-                                           builder=builder, key=key if builder is not None else None))
+                                           builder=builder, key=key if builder is not None else None,
+                                           origin=origin))
         return _Sym("t", idx)
 
     def nt(self, name: str) -> _Sym:
@@ -123,9 +124,18 @@ class SchemaGrammarBuilder:
         return self.term(("l", text), text.upper() if text.isalpha() else "LIT", pattern=_rx_literal(text))
 
     def string_term(self, patterns, min_len: int, max_len, *, family: int = -1, priority: int = 0,
-                    exclude=None, name: str = "STRING") -> _Sym:
-        """A JSON string lexeme whose decoded value satisfies all constraints."""
-        key = ("s", tuple(patterns), min_len, max_len, tuple(sorted(exclude)) if exclude else None)
+                    exclude=None, name: str = "STRING", pointer: str | None = None) -> _Sym:
+        """A JSON string lexeme whose decoded value satisfies all constraints.
+
+        Length bounds unroll one automaton copy per counted character; when that exceeds the
+        automaton limits, strict mode raises :class:`LimitExceededError` naming ``pointer``, and
+        lenient mode builds the string without the length bounds and records it in ``notes``.
+        """
+        counted = min_len > 0 or max_len is not None
+        # the outcome of a bounded build depends on the mode: part of the (cross-compile) key
+        key = ("s", tuple(patterns), min_len, max_len, tuple(sorted(exclude)) if exclude else None) + (
+            (self.fl.strict,) if counted else ())
+        fl = self.fl
 
         def build(nfa):
             autos = [pattern_automaton(p[0], search=p[1]) if len(p) == 2 else
@@ -133,9 +143,25 @@ class SchemaGrammarBuilder:
             if exclude:
                 autos.append(excluding_automaton(exclude))
             auto = intersect_all(autos) if autos else any_string_automaton()
-            return json_string_into(nfa, auto, min_len=min_len, max_len=max_len)
+            if not counted:
+                return json_string_into(nfa, auto)
+            mark = len(nfa)
+            try:
+                return json_string_into(nfa, auto, min_len=min_len, max_len=max_len)
+            except LimitExceededError as exc:
+                where = pointer or "#"
+                bounds = f"minLength {min_len}/maxLength {max_len}" if max_len is not None else f"minLength {min_len}"
+                if fl.strict:
+                    raise LimitExceededError(
+                        f"{bounds} at {where}: {exc} (each counted character is one more copy of the "
+                        f"string automaton); lower the bound, or compile with lenient=True to leave it to "
+                        f"the output check") from None
+                nfa.truncate(mark)  # drop the partial build: the states it took are free again
+                fl.notes.append(f"{bounds} at {where} is not enforced by the mask ({exc}); a value of "
+                                f"another length is only caught by validating the output")
+                return json_string_into(nfa, auto)
 
-        return self.term(key, name, builder=build, family=family, priority=priority)
+        return self.term(key, name, builder=build, family=family, priority=priority, origin=pointer or "")
 
     def key_term(self, name: str, family: int, priority: int) -> _Sym:
         """The quoted key ``name`` in its ``json.dumps`` spellings (``\\uXXXX`` or raw UTF-8 for
@@ -546,13 +572,19 @@ class SchemaGrammarBuilder:
         lo, hi = flat.get("minLength", 0), flat.get("maxLength")
         if hi is not None and lo > hi:
             return None
-        if hi is not None and hi > self.opt.max_string_length:
-            raise LimitExceededError(f"maxLength {hi} at {pointer} exceeds the limit {self.opt.max_string_length}")
-        if lo > self.opt.max_string_length:
-            raise LimitExceededError(f"minLength {lo} at {pointer} exceeds the limit {self.opt.max_string_length}")
+        for keyword, n in (("maxLength", hi), ("minLength", lo)):
+            if n is not None and n > self.opt.max_string_length:
+                if self.fl.strict:
+                    raise LimitExceededError(f"{keyword} {n} at {pointer} exceeds the limit "
+                                             f"{self.opt.max_string_length} (max_string_length=; or compile with "
+                                             f"lenient=True to leave it to the output check)")
+                self.fl.notes.append(f"{keyword} {n} at {pointer} is not enforced by the mask (above "
+                                     f"max_string_length={self.opt.max_string_length}); a value of another length "
+                                     f"is only caught by validating the output")
+                lo, hi = (lo, None) if keyword == "maxLength" else (0, hi)
         patterns = list(flat.get("x-patterns", [])) + [(p, search, True) for p, search in flat.get("x-antipatterns", [])]
         excluded = sorted(set(flat.get("x-exclude", [])) | set(exclude)) or None
-        return self.string_term(patterns, lo, hi, exclude=excluded)
+        return self.string_term(patterns, lo, hi, exclude=excluded, pointer=pointer)
 
     # -- containers ---------------------------------------------------------------------------------
     def array(self, flat: dict, pointer: str, depth: int) -> _Sym | None:
@@ -770,15 +802,18 @@ class SchemaGrammarBuilder:
         if has_extra:
             family = self.families
             self.families += 1
-        key_patterns = self._name_patterns(names_schema)
-        name_len = self._name_len(names_schema)
+        key_patterns = self._name_patterns(names_schema, f"{pointer}/propertyNames")
+        name_len = self._name_len(names_schema, f"{pointer}/propertyNames")
         excl = sorted(forbid) or None
         named_priority = 2
+        blocked = []  # (key patterns, priority): key classes whose value schema admits nothing
         if simple:
             for p, sub in pattern_props.items():
                 v = self.value(sub, f"{pointer}/patternProperties/{p}", d)
                 if v is not None:
                     extras.append((key_patterns + [(p, True)], 1, sub, v, "PKEY"))
+                elif additional is not False:
+                    blocked.append((key_patterns + [(p, True)], 1))
             if additional is not False:
                 v = self.value(additional, f"{pointer}/additionalProperties", d)
                 if v is not None:
@@ -798,6 +833,8 @@ class SchemaGrammarBuilder:
                 if v is not None:
                     extras.append((key_patterns + [(p, True) for p in combo], size, node, v,
                                    "PKEY" if combo else "XKEY"))
+                elif combo:
+                    blocked.append((key_patterns + [(p, True) for p in combo], size))
         # "some key of a language has a value of a schema" (a failed patternProperties, ...): a key in
         # the languages of the conditions in a set M also comes as a variant of priority rank M (the
         # highest-ranked variant whose languages all contain the key is the exact one), its value split
@@ -859,6 +896,13 @@ class SchemaGrammarBuilder:
                     m = self.nt("extra")
                     self.rule(m, k, colon, val)
                     extra_syms.append((m, rec))
+        for pats, prio in blocked:
+            # a key of this class must not be read as a lower class (a smaller pattern set or an extra
+            # key): its terminal outranks them in the family and leads to a symbol with no rules, so
+            # the parser expects it nowhere and the key is rejected
+            k = self.string_term(list(pats), *name_len, family=family, priority=prio * scale + need,
+                                 exclude=excl, name="NOKEY")
+            self.rule(self.nt("blocked"), k, colon, self.nt("never"))
         n = len(member_syms)
         n_required = sum(1 for _, r in member_syms if r)
         if hi is not None and n_required > hi:
@@ -978,10 +1022,10 @@ class SchemaGrammarBuilder:
             return lambda name: True
         return lambda name: self.validator(names_schema, name)
 
-    def _name_patterns(self, names_schema):
+    def _name_patterns(self, names_schema, where: str):
         if names_schema is None or names_schema is True:
             return []
-        flat = self.fl.flatten(names_schema, "#/propertyNames")
+        flat = self.fl.flatten(names_schema, where)
         nothing = [("[^\\s\\S]", False)]
         if flat is False:
             return nothing
@@ -993,16 +1037,16 @@ class SchemaGrammarBuilder:
                 return nothing
             if len(alts) == 1 and set(alts[0]) <= _NAME_KEYS:
                 flat = merge({k: v for k, v in flat.items() if k != "x-not"} | {"x-not": [
-                    e for e in flat["x-not"] if e is not entry]}, alts[0], "#/propertyNames")
+                    e for e in flat["x-not"] if e is not entry]}, alts[0], where)
                 if flat is False:
                     return nothing
             else:
-                self.fl.unsupported("propertyNames", "#/propertyNames", "a negation with several cases")
+                self.fl.unsupported("propertyNames", where, "a negation with several cases")
         extra = set(flat) - _NAME_KEYS - {"x-not"}
         if flat.get("x-not"):
             extra.add("not")
         if extra:
-            self.fl.unsupported("propertyNames", "#/propertyNames", f"keywords {sorted(extra)}")
+            self.fl.unsupported("propertyNames", where, f"keywords {sorted(extra)}")
         pats = list(flat.get("x-patterns", []))
         pats += [(p, search, True) for p, search in flat.get("x-antipatterns", [])]
         for values, _w in flat.get("x-notenum", []):
@@ -1016,10 +1060,10 @@ class SchemaGrammarBuilder:
             pats.append(("(?:" + "|".join(re.escape(v) for v in names) + ")", False))
         return pats
 
-    def _name_len(self, names_schema):
+    def _name_len(self, names_schema, where: str):
         if not isinstance(names_schema, dict):
             return 0, None
-        flat = self.fl.flatten(names_schema, "#/propertyNames")
+        flat = self.fl.flatten(names_schema, where)
         if not flat:
             return 0, None
         return flat.get("minLength", 0), flat.get("maxLength")

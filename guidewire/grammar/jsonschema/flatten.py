@@ -12,7 +12,10 @@ import math
 import re
 from fractions import Fraction
 
-from ...core.errors import UnsatisfiableGrammarError, UnsupportedFeatureError
+from functools import lru_cache
+
+from ...core.errors import LimitExceededError, RegexSyntaxError, UnsatisfiableGrammarError, UnsupportedFeatureError
+from ..jsonstring import RELAXED, relaxed_constructs
 from .formats import UNENFORCEABLE_FORMATS, format_regex
 from .resolve import DRAFT4, LEGACY, SchemaError
 
@@ -38,6 +41,7 @@ UNSUPPORTED = {
 _LISTS = ("x-patterns", "x-any", "x-not", "x-forbid", "x-exclude", "x-notenum", "x-antipatterns", "x-notmult",
           "x-depreq", "x-exists")
 MAX_MERGE_DEPTH = 64
+_NOT_OBJECT = {"type": ["null", "boolean", "number", "string", "array"]}
 
 
 class Flattener:
@@ -74,6 +78,45 @@ class Flattener:
         if self.strict:
             raise UnsupportedFeatureError(msg + " (compile with lenient=True to over-approximate)")
         self.notes.append(msg)
+
+    def pattern(self, value: str, where: str) -> str | None:
+        """``value`` as a pattern to build: itself when exact; in lenient mode the closest superset
+        (marked :data:`~..jsonstring.RELAXED`) or None (no constraint) for a pattern Python ``re``
+        cannot parse; in strict mode those raise, naming the keyword and ``where``."""
+        try:
+            what = _relaxed_constructs(value)
+        except RegexSyntaxError as exc:
+            if self.strict:
+                raise RegexSyntaxError(f"{exc.args[0].split(': ', 1)[-1]} (keyword 'pattern' at {where}; "
+                                       "compile with lenient=True to leave it unenforced)",
+                                       exc.line, exc.column) from None
+            self.notes.append(f"keyword 'pattern' at {where} is not enforced: Python re cannot parse it")
+            return None
+        if not what:
+            return value
+        self.unsupported("pattern", where, ", ".join(what) + " cannot be enforced by a finite automaton "
+                         "(lenient: dropped, a superset of the strings is accepted)")
+        return RELAXED + value
+
+    def _pattern_properties(self, value: dict, where: str) -> dict:
+        """``patternProperties`` with each key pattern checked: one no automaton can enforce raises
+        in strict mode; in lenient mode keys of its relaxed (superset) pattern may take any value,
+        which only widens the language."""
+        out = {}
+        for pat, sub in value.items():
+            here = f"{where}/{pat.replace('~', '~0').replace('/', '~1')}"
+            try:
+                what = _relaxed_constructs(pat)
+            except RegexSyntaxError as exc:
+                raise RegexSyntaxError(f"{exc.args[0].split(': ', 1)[-1]} (keyword 'patternProperties' at {here})",
+                                       exc.line, exc.column) from None
+            if what:
+                self.unsupported("patternProperties", here, ", ".join(what) + " cannot be enforced by a finite "
+                                 "automaton (lenient: keys of the relaxed pattern may take any value)")
+                out[RELAXED + pat] = True
+            else:
+                out[pat] = sub
+        return out
 
     # ------------------------------------------------------------------------------------------
     def flatten(self, node, pointer: str, depth: int = 0):
@@ -158,7 +201,9 @@ class Flattener:
                     continue
                 absent = self.synthetic("not", self.synthetic("required", trigger))
                 present = self.synthetic("allOf", self.synthetic("required", trigger), dep)
-                out.setdefault("x-any", []).append(("anyOf", [(absent, where), (present, where)]))
+                # a dependency constrains objects only: any other value passes
+                out.setdefault("x-any", []).append(("anyOf", [(_NOT_OBJECT, where), (absent, where),
+                                                              (present, where)]))
             else:
                 raise SchemaError(f"bad {key} value for {trigger!r}", where)
 
@@ -203,7 +248,9 @@ class Flattener:
         elif key == "pattern":
             if not isinstance(value, str):
                 raise SchemaError("pattern must be a string", where)
-            out.setdefault("x-patterns", []).append((value, True))
+            pat = self.pattern(value, where)
+            if pat is not None:
+                out.setdefault("x-patterns", []).append((pat, True))
         elif key == "format":
             rx = format_regex(value) if isinstance(value, str) else None
             if value in UNENFORCEABLE_FORMATS:
@@ -221,7 +268,7 @@ class Flattener:
         elif key == "properties" or key == "patternProperties":
             if not isinstance(value, dict):
                 raise SchemaError(f"{key} must be an object", where)
-            out[key] = dict(value)
+            out[key] = dict(value) if key == "properties" else self._pattern_properties(value, where)
         elif key == "items":
             if isinstance(value, list):
                 out["prefixItems"] = list(value)
@@ -407,3 +454,13 @@ def _json_eq(x, y) -> bool:
     if isinstance(x, bool) or isinstance(y, bool):
         return type(x) is type(y) and x == y
     return x == y
+
+
+@lru_cache(maxsize=1024)
+def _relaxed_constructs(pattern: str) -> tuple[str, ...]:
+    """What a relaxed build of ``pattern`` drops (memoised; a pattern too large to try is left to
+    the real build, which reports its limit)."""
+    try:
+        return tuple(relaxed_constructs(pattern))
+    except LimitExceededError:
+        return ()

@@ -20,6 +20,7 @@ import json
 import re
 from fractions import Fraction
 
+from ..jsonstring import RELAXED
 from .flatten import ANNOTATIONS, merge
 
 KINDS = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
@@ -153,7 +154,8 @@ def negate_flat(fl, flat, where: str, ctx, disjoint=None, base=None, validator=N
             add(string, {"minLength": value + 1})
         elif key == "x-patterns":
             for p in value:
-                add(string, {"x-antipatterns": [p]})
+                # a relaxed (superset) pattern has no exact complement: any string may fail it
+                add(string, {} if p[0].startswith(RELAXED) else {"x-antipatterns": [p]})
         elif key == "x-antipatterns":
             for p in value:
                 add(string, {"x-patterns": [p]})
