@@ -2,7 +2,7 @@
 
 Models and compiled grammars are cached per process (LRU; grammars keyed on the constraint
 spec, its options and the vocabulary's content hash, at most 64 of them and at most
-``GRAMMAR_CACHE_BYTES``, 512 MiB or ``GUIDEWIRE_API_CACHE_BYTES``, in all), so repeated calls
+512 MiB or ``GUIDEWIRE_API_CACHE_BYTES`` in all, by each grammar's ``memory_bytes()``), so repeated calls
 pay only for decoding.
 Every structured result is checked by an independent oracle before it is returned: JSON is
 parsed and validated with ``jsonschema`` (with a FormatChecker) or Pydantic, choices are
@@ -17,19 +17,18 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Sequence
 
 from .core.errors import GuidewireError
+from .grammar.cache import GrammarCache
 from .runtime.decode import GenerationResult, TextStream, iter_decode
 from .runtime.errors import ContextLengthError, IncompleteOutputError, OutputValidationError
 from .runtime.loading import DEFAULT_MODEL, LoadedModel, load_model
 from .runtime.sampling import SamplingParams
 
 _MODEL_CACHE_SIZE = 2
-_GRAMMAR_CACHE_SIZE = 64
-GRAMMAR_CACHE_BYTES = int(os.environ.get("GUIDEWIRE_API_CACHE_BYTES") or (512 << 20))
 _models: OrderedDict[str, LoadedModel] = OrderedDict()
-_grammars: OrderedDict[tuple, Any] = OrderedDict()
+_grammars = GrammarCache(64, int(os.environ.get("GUIDEWIRE_API_CACHE_BYTES") or (512 << 20)))
 _lock = threading.RLock()
 BUILTIN_GRAMMARS = ("json", "sql", "arithmetic")
 
@@ -99,31 +98,7 @@ def get_grammar(kind: str, spec, vocab, **options):
     else:
         spec_key = str(spec)
     key = (kind, spec_key, _options_key(options), vocab.content_hash)
-    with _lock:
-        g = _grammars.get(key)
-        if g is not None:
-            _grammars.move_to_end(key)
-            return g
-    g = _compile(kind, spec, vocab, options)
-    with _lock:
-        _grammars[key] = g
-        _trim_grammars()
-    return g
-
-
-def _trim_grammars() -> None:
-    """Evict least recently used grammars beyond 64 or beyond ``GRAMMAR_CACHE_BYTES`` (by each
-    grammar's :meth:`~guidewire.grammar.CompiledGrammar.memory_bytes`, which grows as it is used;
-    the newest grammar always stays). Caller holds ``_lock``."""
-    while len(_grammars) > _GRAMMAR_CACHE_SIZE:
-        _grammars.popitem(last=False)
-    sizes = [g.memory_bytes() for g in _grammars.values()]
-    total = sum(sizes)
-    i = 0
-    while total > GRAMMAR_CACHE_BYTES and len(_grammars) > 1:
-        _grammars.popitem(last=False)
-        total -= sizes[i]
-        i += 1
+    return _grammars.get_or_build(key, lambda: _compile(kind, spec, vocab, options))
 
 
 def _compile(kind: str, spec, vocab, options: dict):

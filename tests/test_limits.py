@@ -162,14 +162,14 @@ def test_api_grammar_cache_is_bounded_in_bytes(smollm2, monkeypatch):
         gs = [api.get_grammar("regex", p, smollm2) for p in patterns]
         assert len(api._grammars) == 3 and api.get_grammar("regex", "a+b", smollm2) is gs[0]   # a hit
         assert all(g.memory_bytes() > 0 for g in gs)
-        monkeypatch.setattr(api, "GRAMMAR_CACHE_BYTES", sum(g.memory_bytes() for g in gs[1:]) + 1)
+        monkeypatch.setattr(api._grammars, "max_bytes", sum(g.memory_bytes() for g in gs[1:]) + 1)
         newest = api.get_grammar("regex", "q+", smollm2)   # over the bound: the oldest go first
-        assert list(api._grammars.values())[-1] is newest
-        assert sum(g.memory_bytes() for g in api._grammars.values()) <= api.GRAMMAR_CACHE_BYTES
+        assert api._grammars.values()[-1] is newest
+        assert sum(g.memory_bytes() for g in api._grammars.values()) <= api._grammars.max_bytes
         assert len(api._grammars) < 4
-        monkeypatch.setattr(api, "GRAMMAR_CACHE_BYTES", 1)   # only the newest grammar stays
+        monkeypatch.setattr(api._grammars, "max_bytes", 1)   # only the newest grammar stays
         last = api.get_grammar("regex", "z+", smollm2)
-        assert list(api._grammars.values()) == [last]
+        assert api._grammars.values() == [last]
     finally:
         api.clear_caches()
 
@@ -218,3 +218,53 @@ def test_state_space_bounds_are_terminal_errors(smollm2, kind, bound):
     m.fill_bitmask(buf, 0)
     assert not buf.any() and m.is_terminated()
     assert (g.dfa.nbytes if bound == "lexer_bytes" else g.earley.nbytes) <= built + 1
+
+
+def test_grammar_cache_bounds_count_and_bytes_and_builds_once_per_key():
+    import threading
+
+    from guidewire.grammar.cache import GrammarCache
+
+    class Fake:
+        def __init__(self, size):
+            self.size = size
+
+        def memory_bytes(self):
+            return self.size
+
+    cache = GrammarCache(max_entries=3, max_bytes=100)
+    built = []
+
+    def build(k, size):
+        built.append(k)
+        return Fake(size)
+
+    a = cache.get_or_build("a", lambda: build("a", 40))
+    assert cache.get_or_build("a", lambda: build("a", 40)) is a and built == ["a"]
+    cache.get_or_build("b", lambda: build("b", 40))
+    cache.get("a")                                        # "a" is now the most recently used
+    cache.get_or_build("c", lambda: build("c", 40))      # 120 bytes: the oldest ("b") goes
+    assert cache.get("b") is None and cache.get("a") is a and len(cache) == 2
+    for k in "defg":                                      # count bound
+        cache.get_or_build(k, lambda k=k: build(k, 1))
+    assert len(cache) == 3 and sum(g.memory_bytes() for g in cache.values()) <= 100
+    big = cache.get_or_build("huge", lambda: build("huge", 10_000))   # over the bound alone: it stays
+    assert cache.values() == [big]
+    with pytest.raises(ValueError):
+        GrammarCache(0, 1)
+
+    # racing threads on one key all get the same stored grammar
+    shared = GrammarCache(8, 1 << 20)
+    got = []
+    barrier = threading.Barrier(6)
+
+    def worker():
+        barrier.wait()
+        got.append(shared.get_or_build("k", lambda: Fake(1)))
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 6 and all(g is got[0] for g in got) and len(shared) == 1

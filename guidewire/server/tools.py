@@ -23,11 +23,13 @@ lexemes when such an always-alive text terminal is in the grammar; see the repor
 
 from __future__ import annotations
 
-import collections
 import copy
 import json
+import os
 import re
 from typing import Iterator, Sequence
+
+from ..grammar.cache import GrammarCache
 
 CALL_OPEN = "<tool_call>\n"
 CALL_CLOSE = "\n</tool_call>"
@@ -37,8 +39,7 @@ _NAME_PREFIX = '{"name": "'
 _ARGS_PREFIX = '", "arguments": '
 SEPARATORS = (", ", ": ")
 
-_CACHE: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
-_CACHE_SIZE = 32
+_CACHE = GrammarCache(32, int(os.environ.get("GUIDEWIRE_TOOL_CACHE_BYTES") or (256 << 20)))
 
 
 def render_call(name: str, arguments: str) -> str:
@@ -116,13 +117,14 @@ def compile_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
     """One grammar for the assistant's reply: one call (or several with ``parallel``) to one of
     ``tools`` (``{"name", "parameters"}`` dicts) whose arguments match the tool's parameters.
 
-    Cached per (tools, options, vocabulary), at most 32 grammars.
+    Cached per (tools, options, vocabulary): at most 32 grammars and 256 MiB
+    (``GUIDEWIRE_TOOL_CACHE_BYTES``) in all.
     """
     key = (json.dumps(list(tools), sort_keys=True), parallel, vocab.content_hash)
-    g = _CACHE.get(key)
-    if g is not None:
-        _CACHE.move_to_end(key)
-        return g
+    return _CACHE.get_or_build(key, lambda: _build_tool_grammar(tools, vocab, parallel=parallel))
+
+
+def _build_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
     from ..grammar.jsonschema import JsonSchemaOptions
     from ..grammar.jsonschema.emit import SchemaGrammarBuilder
     from ..grammar.jsonschema.flatten import Flattener
@@ -147,9 +149,6 @@ def compile_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
     top = calls
     g = b.build(top, vocab, source=json.dumps(root)[:10_000])
     g.notes = tuple(dict.fromkeys(notes))
-    _CACHE[key] = g
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
     return g
 
 
