@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
+from ._checks import BUILTIN_GRAMMARS, DEFAULT_DRAFTERS, check_generation_args
 from .core.errors import GuidewireError
 from .runtime.decode import GenerationResult, TextStream, iter_decode
 from .runtime.errors import ContextLengthError, IncompleteOutputError, OutputValidationError
@@ -27,7 +28,6 @@ _GRAMMAR_CACHE_SIZE = 64
 _models: OrderedDict[str, LoadedModel] = OrderedDict()
 _grammars: OrderedDict[tuple, Any] = OrderedDict()
 _lock = threading.RLock()
-BUILTIN_GRAMMARS = ("json", "sql", "arithmetic")
 
 
 # -- caches ---------------------------------------------------------------------------------------
@@ -143,9 +143,6 @@ def clear_caches() -> None:
 def _sampling(temperature, top_p, top_k, min_p, seed) -> SamplingParams:
     return SamplingParams(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                           min_p=float(min_p), seed=seed)
-
-
-DEFAULT_DRAFTERS = "forced,copy,lookup,sam"
 
 
 def speculation_drafter(lm: LoadedModel, speculative):
@@ -267,8 +264,14 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
     Raises :class:`IncompleteOutputError` when ``max_tokens`` cuts the value and
     :class:`OutputValidationError` if the output fails the independent JSON/schema check.
     """
+    check_generation_args(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                          min_p=min_p, seed=seed, speculative=speculative)
+    options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
+    vocab = get_vocab(model)  # compile (and report schema errors) before the weights load
+    grammar = get_grammar("json_schema", schema, vocab, **options)
     lm = get_model(model)
-    grammar = get_grammar("json_schema", schema, lm.vocab, **{**GENERATION_SCHEMA_OPTIONS, **schema_options})
+    if lm.vocab.content_hash != vocab.content_hash:
+        grammar = get_grammar("json_schema", schema, lm.vocab, **options)
     steps = _steps(lm, prompt, grammar.matcher(), chat=chat, system=system, max_tokens=max_tokens,
                    sampling=_sampling(temperature, top_p, top_k, min_p, seed), speculative=speculative)
     return validate_json_output(schema, _run(steps))
@@ -281,6 +284,10 @@ def _constraint_spec(json_schema, regex, grammar, choices, schema_options):
         raise ValueError("pass at most one of json_schema=, regex=, grammar=, choices=")
     if schema_options and (not given or given[0][0] != "json_schema"):
         raise TypeError(f"unexpected keyword arguments {sorted(schema_options)}")
+    if given and given[0][0] == "lark" and isinstance(grammar, str) and grammar not in BUILTIN_GRAMMARS \
+            and re.fullmatch(r"[\w.-]+", grammar.strip()):
+        raise ValueError(f"grammar={grammar!r} is neither a built-in grammar ({', '.join(BUILTIN_GRAMMARS)}; "
+                         f"names are lower case) nor Lark grammar text")
     return given[0] if given else (None, None)
 
 
@@ -300,7 +307,8 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
     :func:`generate_json`.
     """
     kind, spec = _constraint_spec(json_schema, regex, grammar, choices, schema_options)
-    lm = get_model(model)
+    check_generation_args(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                          min_p=min_p, seed=seed, speculative=speculative)
     if kind is None:
         constraint, what = None, "text"
     elif kind == "lark" and hasattr(spec, "matcher"):
@@ -308,9 +316,14 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
     else:
         if kind == "json_schema":
             schema_options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
-        constraint = get_grammar(kind, spec, lm.vocab, **schema_options).matcher()
+        vocab = get_vocab(model)  # compile (and report constraint errors) before the weights load
+        compiled = get_grammar(kind, spec, vocab, **schema_options)
+        if get_model(model).vocab.content_hash != vocab.content_hash:
+            compiled = get_grammar(kind, spec, get_model(model).vocab, **schema_options)
+        constraint = compiled.matcher()
         what = {"json_schema": "JSON value", "regex": "regex match", "lark": "grammar sentence",
                 "choices": "choice"}[kind]
+    lm = get_model(model)
     sampling = _sampling(temperature, top_p, top_k, min_p, seed)
     steps = _steps(lm, prompt, constraint, chat=chat, system=system, max_tokens=max_tokens,
                    sampling=sampling, speculative=speculative)
