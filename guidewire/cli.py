@@ -209,6 +209,15 @@ def _tokenizer_label(model) -> str:
     return f"loading tokenizer {name}"
 
 
+def _model_label(model) -> str:
+    from .core.vocab import _NAMED, cache_dir
+
+    name = model or "smollm2"
+    if name in _NAMED and not (cache_dir() / "models" / name / "guidewire_meta.json").exists():
+        return f"converting the {name} model from its GGUF to float32 (first run only; cached)"
+    return f"loading model {name}"
+
+
 def _prepare(args, kind, spec, options):
     """Compile the constraint (before loading weights, so grammar errors surface fast), then load."""
     from . import api
@@ -226,7 +235,7 @@ def _prepare(args, kind, spec, options):
         for note in getattr(grammar, "notes", ()):
             if loud:
                 print(f"guidewire: note: {note}", file=sys.stderr)
-    with Spinner(f"loading model {args.model or 'smollm2'}", loud):
+    with Spinner(_model_label(args.model), loud):
         lm = api.get_model(args.model)
     if grammar is not None and grammar.vocab.content_hash != lm.vocab.content_hash:
         grammar = api.get_grammar(kind, spec, lm.vocab, **options)

@@ -160,6 +160,13 @@ def test_tokenizer_conversion_is_announced(monkeypatch, tmp_path):
     (tmp_path / "vocabs").mkdir()
     (tmp_path / "vocabs" / "gemma3.npz").write_bytes(b"")
     assert _tokenizer_label("gemma3") == "loading tokenizer gemma3"
+    from guidewire.cli import _model_label
+    from guidewire.runtime.loading import _META
+
+    assert "converting the gemma3 model" in _model_label("gemma3")
+    (tmp_path / "models" / "gemma3").mkdir(parents=True)
+    (tmp_path / "models" / "gemma3" / _META).write_text("{}")
+    assert _model_label("gemma3") == "loading model gemma3"
 
 
 # -- Python API: arguments checked before any model or tokenizer loads -----------------------------
