@@ -242,10 +242,22 @@ def validate_json_output(schema, result: GenerationResult):
 
 
 # -- public ---------------------------------------------------------------------------------------
-#: ``compile_json_schema`` defaults of the generation front door (callers may override each one):
-#: unnamed properties are not generated (every output still validates), as in XGrammar's strict mode;
-#: conformance checking (``guidewire bench maskbench``) keeps the exact schema semantics.
-GENERATION_SCHEMA_OPTIONS = {"extra_properties": False}
+#: ``compile_json_schema`` defaults of the generation front door (callers may override each one),
+#: chosen on the end-to-end bench (``bench/bench_e2e_json.py``): no unnamed properties (as in
+#: XGrammar's strict mode), compact layout (no whitespace padding), and at most 8 items in an array
+#: whose schema sets no ``maxItems`` (a small model otherwise repeats an item until ``max_tokens``).
+#: Each keeps the outputs a subset of the valid instances; conformance checking
+#: (``guidewire bench maskbench``) keeps the exact schema semantics.
+GENERATION_SCHEMA_OPTIONS = {"extra_properties": False, "whitespace": "compact", "default_max_items": 8}
+
+
+def generation_schema_options(options: dict) -> dict:
+    """:data:`GENERATION_SCHEMA_OPTIONS` overridden by ``options``; a caller's ``indent=`` or
+    ``separators=`` layout replaces the compact default (``json.dumps`` spacing)."""
+    base = dict(GENERATION_SCHEMA_OPTIONS)
+    if options.get("indent") is not None or options.get("separators") is not None:
+        base.pop("whitespace", None)
+    return {**base, **options}
 
 
 def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_tokens: int = 512,
@@ -266,7 +278,7 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
     """
     check_generation_args(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                           min_p=min_p, seed=seed, speculative=speculative)
-    options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
+    options = generation_schema_options(schema_options)
     vocab = get_vocab(model)  # compile (and report schema errors) before the weights load
     grammar = get_grammar("json_schema", schema, vocab, **options)
     lm = get_model(model)
@@ -315,7 +327,7 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
         constraint, what = spec.matcher(), "grammar sentence"
     else:
         if kind == "json_schema":
-            schema_options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
+            schema_options = generation_schema_options(schema_options)
         vocab = get_vocab(model)  # compile (and report constraint errors) before the weights load
         compiled = get_grammar(kind, spec, vocab, **schema_options)
         if get_model(model).vocab.content_hash != vocab.content_hash:

@@ -302,9 +302,9 @@ def _cmd_json(args) -> int:
         options["any_order"] = True
     if args.lenient:
         options["lenient"] = True
-    from .api import GENERATION_SCHEMA_OPTIONS, validate_json_output
+    from .api import generation_schema_options, validate_json_output
 
-    lm, grammar = _prepare(args, "json_schema", schema, {**GENERATION_SCHEMA_OPTIONS, **options})
+    lm, grammar = _prepare(args, "json_schema", schema, generation_schema_options(options))
     value = _decode(args, lm, grammar, max_tokens, lambda r: validate_json_output(schema, r))
     if not args.stream:
         print(json.dumps(value, ensure_ascii=False, indent=args.indent))
@@ -324,10 +324,10 @@ def _cmd_generate(args) -> int:
         if not all(spec):
             raise _UsageError(f"--choices {args.choices!r}: empty choice (the list is comma-separated)")
     max_tokens = _check_args(args, 256)
-    from .api import GENERATION_SCHEMA_OPTIONS, _require_complete, validate_json_output
+    from .api import _require_complete, generation_schema_options, validate_json_output
     from .runtime.errors import OutputValidationError
 
-    lm, grammar = _prepare(args, kind, spec, dict(GENERATION_SCHEMA_OPTIONS) if kind == "json_schema" else {})
+    lm, grammar = _prepare(args, kind, spec, generation_schema_options({}) if kind == "json_schema" else {})
 
     def _check(result):
         if kind is None:

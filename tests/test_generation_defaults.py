@@ -118,3 +118,18 @@ def test_bounds_are_off_by_default_and_checked():
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError, match="default_max_items"):
             compile_json_schema({"type": "array"}, tiny_vocab(), default_max_items=bad)
+
+
+def test_front_door_generation_defaults():
+    from guidewire.api import GENERATION_SCHEMA_OPTIONS, generation_schema_options
+
+    assert GENERATION_SCHEMA_OPTIONS == {"extra_properties": False, "whitespace": "compact", "default_max_items": 8}
+    assert generation_schema_options({}) == GENERATION_SCHEMA_OPTIONS
+    assert generation_schema_options({"default_max_items": None})["default_max_items"] is None
+    laid_out = generation_schema_options({"indent": 2})
+    assert "whitespace" not in laid_out and laid_out["indent"] == 2
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    g = compile_json_schema(schema, tiny_vocab(), **laid_out)
+    assert accepts(g, json.dumps({"a": 1}, indent=2))  # json.dumps(indent=2) spacing, ": " included
+    g = compile_json_schema(schema, tiny_vocab(), **generation_schema_options({}))
+    assert accepts(g, '{"a":1}') and not accepts(g, '{"a": 1}') and not accepts(g, '{"a":1,"b":2}')
