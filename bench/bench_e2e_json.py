@@ -66,6 +66,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperatures", default="0,0.8")
     ap.add_argument("--out", default=None, help="write one JSON line per generation")
+    ap.add_argument("--schema-options", default=None,
+                    help="JSON object of compile_json_schema options replacing the generation defaults "
+                         "(e.g. '{\"whitespace\": \"compact\"}'); default: api.GENERATION_SCHEMA_OPTIONS")
     args = ap.parse_args(argv)
 
     import torch
@@ -77,6 +80,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     lm = load_model(args.model)
     files = schema_files(args.data, args.per_family)[: args.limit]
+    options = (json.loads(args.schema_options) if args.schema_options is not None
+               else dict(api.GENERATION_SCHEMA_OPTIONS))
+    print(f"schema options: {options}", flush=True)
     temps = [float(t) for t in args.temperatures.split(",")]
     counts = {t: collections.Counter() for t in temps}
     sink = open(args.out, "w") if args.out else None
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
         with open(path) as f:
             schema = json.load(f)["schema"]
         try:
-            grammar = api.get_grammar("json_schema", schema, lm.vocab, **api.GENERATION_SCHEMA_OPTIONS)
+            grammar = api.get_grammar("json_schema", schema, lm.vocab, **options)
         except GuidewireError as exc:
             for t in temps:
                 counts[t]["compile_error"] += 1
@@ -122,7 +128,7 @@ def main(argv=None) -> int:
                 sink.flush()
     if sink:
         sink.close()
-    print(f"\n{len(files)} schemas, max_tokens={args.max_tokens}, {time.perf_counter() - t_start:.0f}s")
+    print(f"\n{len(files)} schemas, max_tokens={args.max_tokens}, options {options}, {time.perf_counter() - t_start:.0f}s")
     keys = ("valid", "length", "invalid", "compile_error", "error")
     print("temperature " + " ".join(f"{k:>13}" for k in keys))
     for t in temps:

@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Sequence
 
+from ._checks import BUILTIN_GRAMMARS, DEFAULT_DRAFTERS, check_generation_args
 from .core.errors import GuidewireError
 from .grammar.cache import GrammarCache
 from .runtime.decode import GenerationResult, TextStream, iter_decode
@@ -30,7 +31,6 @@ _MODEL_CACHE_SIZE = 2
 _models: OrderedDict[str, LoadedModel] = OrderedDict()
 _grammars = GrammarCache(64, int(os.environ.get("GUIDEWIRE_API_CACHE_BYTES") or (512 << 20)))
 _lock = threading.RLock()
-BUILTIN_GRAMMARS = ("json", "sql", "arithmetic")
 
 
 # -- caches ---------------------------------------------------------------------------------------
@@ -138,9 +138,6 @@ def _sampling(temperature, top_p, top_k, min_p, seed) -> SamplingParams:
                           min_p=float(min_p), seed=seed)
 
 
-DEFAULT_DRAFTERS = "forced,copy,lookup,sam"
-
-
 def speculation_drafter(lm: LoadedModel, speculative):
     """The drafter for ``speculative=``: ``False``/``None`` (none), ``True`` (the default
     model-free drafters), a comma-separated string or list of drafter names, or a ``Drafter``."""
@@ -238,10 +235,22 @@ def validate_json_output(schema, result: GenerationResult):
 
 
 # -- public ---------------------------------------------------------------------------------------
-#: ``compile_json_schema`` defaults of the generation front door (callers may override each one):
-#: unnamed properties are not generated (every output still validates), as in XGrammar's strict mode;
-#: conformance checking (``guidewire bench maskbench``) keeps the exact schema semantics.
-GENERATION_SCHEMA_OPTIONS = {"extra_properties": False}
+#: ``compile_json_schema`` defaults of the generation front door (callers may override each one),
+#: chosen on the end-to-end bench (``bench/bench_e2e_json.py``): no unnamed properties (as in
+#: XGrammar's strict mode), compact layout (no whitespace padding), and at most 8 items in an array
+#: whose schema sets no ``maxItems`` (a small model otherwise repeats an item until ``max_tokens``).
+#: Each keeps the outputs a subset of the valid instances; conformance checking
+#: (``guidewire bench maskbench``) keeps the exact schema semantics.
+GENERATION_SCHEMA_OPTIONS = {"extra_properties": False, "whitespace": "compact", "default_max_items": 8}
+
+
+def generation_schema_options(options: dict) -> dict:
+    """:data:`GENERATION_SCHEMA_OPTIONS` overridden by ``options``; a caller's ``indent=`` or
+    ``separators=`` layout replaces the compact default (``json.dumps`` spacing)."""
+    base = dict(GENERATION_SCHEMA_OPTIONS)
+    if options.get("indent") is not None or options.get("separators") is not None:
+        base.pop("whitespace", None)
+    return {**base, **options}
 
 
 def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_tokens: int = 512,
@@ -260,8 +269,14 @@ def generate_json(schema, prompt: str | Sequence[dict], *, model=None, max_token
     Raises :class:`IncompleteOutputError` when ``max_tokens`` cuts the value and
     :class:`OutputValidationError` if the output fails the independent JSON/schema check.
     """
+    check_generation_args(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                          min_p=min_p, seed=seed, speculative=speculative)
+    options = generation_schema_options(schema_options)
+    vocab = get_vocab(model)  # compile (and report schema errors) before the weights load
+    grammar = get_grammar("json_schema", schema, vocab, **options)
     lm = get_model(model)
-    grammar = get_grammar("json_schema", schema, lm.vocab, **{**GENERATION_SCHEMA_OPTIONS, **schema_options})
+    if lm.vocab.content_hash != vocab.content_hash:
+        grammar = get_grammar("json_schema", schema, lm.vocab, **options)
     steps = _steps(lm, prompt, grammar.matcher(), chat=chat, system=system, max_tokens=max_tokens,
                    sampling=_sampling(temperature, top_p, top_k, min_p, seed), speculative=speculative)
     return validate_json_output(schema, _run(steps))
@@ -274,6 +289,10 @@ def _constraint_spec(json_schema, regex, grammar, choices, schema_options):
         raise ValueError("pass at most one of json_schema=, regex=, grammar=, choices=")
     if schema_options and (not given or given[0][0] != "json_schema"):
         raise TypeError(f"unexpected keyword arguments {sorted(schema_options)}")
+    if given and given[0][0] == "lark" and isinstance(grammar, str) and grammar not in BUILTIN_GRAMMARS \
+            and re.fullmatch(r"[\w.-]+", grammar.strip()):
+        raise ValueError(f"grammar={grammar!r} is neither a built-in grammar ({', '.join(BUILTIN_GRAMMARS)}; "
+                         f"names are lower case) nor Lark grammar text")
     return given[0] if given else (None, None)
 
 
@@ -293,17 +312,23 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
     :func:`generate_json`.
     """
     kind, spec = _constraint_spec(json_schema, regex, grammar, choices, schema_options)
-    lm = get_model(model)
+    check_generation_args(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                          min_p=min_p, seed=seed, speculative=speculative)
     if kind is None:
         constraint, what = None, "text"
     elif kind == "lark" and hasattr(spec, "matcher"):
         constraint, what = spec.matcher(), "grammar sentence"
     else:
         if kind == "json_schema":
-            schema_options = {**GENERATION_SCHEMA_OPTIONS, **schema_options}
-        constraint = get_grammar(kind, spec, lm.vocab, **schema_options).matcher()
+            schema_options = generation_schema_options(schema_options)
+        vocab = get_vocab(model)  # compile (and report constraint errors) before the weights load
+        compiled = get_grammar(kind, spec, vocab, **schema_options)
+        if get_model(model).vocab.content_hash != vocab.content_hash:
+            compiled = get_grammar(kind, spec, get_model(model).vocab, **schema_options)
+        constraint = compiled.matcher()
         what = {"json_schema": "JSON value", "regex": "regex match", "lark": "grammar sentence",
                 "choices": "choice"}[kind]
+    lm = get_model(model)
     sampling = _sampling(temperature, top_p, top_k, min_p, seed)
     steps = _steps(lm, prompt, constraint, chat=chat, system=system, max_tokens=max_tokens,
                    sampling=sampling, speculative=speculative)

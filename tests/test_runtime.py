@@ -339,10 +339,10 @@ def test_cli_bench_delegates_to_maskbench(monkeypatch):
 
     seen = []
     fake = types.ModuleType("guidewire.maskbench")
-    fake.main = lambda argv: seen.append(argv) or 7
+    fake.main = lambda argv, prog: seen.append((argv, prog)) or 7
     monkeypatch.setitem(sys.modules, "guidewire.maskbench", fake)
     assert main(["bench", "maskbench", "--engines", "guidewire", "-n", "3"]) == 7
-    assert seen == [["--engines", "guidewire", "-n", "3"]]
+    assert seen == [(["--engines", "guidewire", "-n", "3"], "guidewire bench maskbench")]
 
 
 def test_api_argument_errors():

@@ -63,10 +63,14 @@ def fill_row(bitmask, row: int, words: np.ndarray) -> None:
     if isinstance(bitmask, np.ndarray):
         bitmask[row, :n] = words[:n]
         bitmask[row, n:] = 0
-    else:  # torch tensor
+    elif bitmask.device.type == "cpu" and not bitmask.requires_grad:
+        view = bitmask[row].numpy()  # shares the tensor's memory: no copy, no read-only tensor
+        view[:n] = words[:n]
+        view[n:] = 0
+    else:  # a tensor on an accelerator: one host-to-device copy of a writable buffer
         import torch
 
-        bitmask[row, :n] = torch.from_numpy(np.ascontiguousarray(words[:n]))
+        bitmask[row, :n] = torch.from_numpy(np.array(words[:n], dtype=np.int32))
         bitmask[row, n:] = 0
 
 

@@ -78,6 +78,10 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.token_bytes)
 
+    def __repr__(self) -> str:
+        return (f"Vocab(name={self.name!r}, tokens={len(self.token_bytes)}, vocab_size={self.vocab_size}, "
+                f"special={len(self.special_ids)}, eos_ids={sorted(self.eos_ids)[:8]})")
+
     @property
     def content_hash(self) -> str:
         """sha256 over token bytes, special/EOS ids and size: a cache key for compiled artifacts."""

@@ -9,18 +9,22 @@ import sys
 from .data import DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, resolve_inputs
 
 EXAMPLE = """\
-examples:
-  python -m guidewire.maskbench ../shared/data/maskbench --out maskbench-out
-  python -m guidewire.maskbench ../shared/data/maskbench --sample 200 --fresh-worker --out maskbench-cold
-  python -m guidewire.maskbench --list files.txt --engines guidewire,llguidance --tokenizer gemma3
-  python -m guidewire.maskbench --merge out-guidewire out-peers --out out-all
+data: MaskBench from JSONSchemaBench (Geng et al., 2025; github.com/guidance-ai/jsonschemabench), one JSON
+file per schema with its "schema" and the "tests" instances. Paths are relative to the current directory;
+in this project's layout the data sits beside the repository, at ../shared/data/maskbench.
+
+examples (from the repository root):
+  guidewire bench maskbench '../shared/data/maskbench/Glaive*.json' --limit 20 --out maskbench-out
+  guidewire bench maskbench ../shared/data/maskbench --sample 200 --fresh-worker --out maskbench-cold
+  guidewire bench maskbench --list files.txt --engines guidewire,llguidance --tokenizer gemma3
+  guidewire bench maskbench --merge out-guidewire out-peers --out out-all
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the runner."""
+def build_parser(prog: str = "guidewire bench maskbench") -> argparse.ArgumentParser:
+    """The argparse parser of the runner (``prog`` names the command in usage lines)."""
     p = argparse.ArgumentParser(
-        prog="guidewire maskbench", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLE,
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLE,
         description="Check and time JSON-Schema token masks on MaskBench files, guidewire beside its peers.")
     p.add_argument("files", nargs="*", help="MaskBench .json files, directories or globs")
     p.add_argument("--list", metavar="FILE", help="file with one schema path per line")
@@ -73,11 +77,11 @@ def config_from_args(args: argparse.Namespace):
     return cfg
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "guidewire bench maskbench") -> int:
     """Run the MaskBench comparison; returns the process exit code (0 ok, 2 usage error)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     from .runner import run
     from .worker import WorkerStartError
 

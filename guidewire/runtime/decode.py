@@ -225,15 +225,18 @@ class TextStream:
             except StopIteration as stop:
                 self._done = True
                 self.result = stop.value
-                tail = self._dec.flush()
-                if self._finalize is not None:
-                    self._finalize(self.result)
-                if tail:
-                    return tail
-                break
-            delta = self._dec.feed(chunk)
-            if delta:
-                return delta
+            else:
+                delta = self._dec.feed(chunk)
+                if delta:
+                    return delta
+                continue
+            # outside the ``except`` block: an error raised by ``finalize`` (e.g. IncompleteOutputError)
+            # reaches the caller alone, not chained to the generator's StopIteration
+            tail = self._dec.flush()
+            if self._finalize is not None:
+                self._finalize(self.result)
+            if tail:
+                return tail
         raise StopIteration
 
     def text(self) -> str:

@@ -50,6 +50,9 @@ class LoadedModel:
     name: str
     _extra: dict = field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:
+        return f"LoadedModel(name={self.name!r}, module={type(self.module).__name__}, vocab={self.vocab!r})"
+
     @property
     def eos_ids(self) -> frozenset[int]:
         """Ids that end generation (EOS plus the chat turn's end token)."""

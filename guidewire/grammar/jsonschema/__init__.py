@@ -34,6 +34,10 @@ class JsonSchemaOptions:
     ``items``) unset, no unnamed property (or extra tuple item) is generated. The language is then
     a subset of the schema's valid instances, so every output still validates; keep the default
     ``True`` to accept exactly the schema's instances (conformance checking).
+    ``default_max_items=n`` and ``default_max_length=n`` are generation modes too: an array whose
+    schema sets no ``maxItems`` gets at most ``max(n, minItems, len(prefixItems))`` items, a string
+    with no ``maxLength``, ``pattern`` or ``format`` at most ``max(n, minLength)`` characters (a
+    subset again: it stops a small model from repeating an item or a phrase until ``max_tokens``).
     """
 
     lenient: bool = False
@@ -46,6 +50,8 @@ class JsonSchemaOptions:
     extra_properties: bool = True
     max_depth: int = 64
     max_string_length: int = 10_000
+    default_max_items: int | None = None
+    default_max_length: int | None = None
 
 
 def compile_json_schema(schema, vocab, **options):
@@ -59,6 +65,10 @@ def compile_json_schema(schema, vocab, **options):
         raise ValueError(f"whitespace must be 'flexible' or 'compact', got {opts.whitespace!r}")
     if opts.indent is not None and (opts.indent < 0 or opts.separators is not None):
         raise ValueError("indent must be >= 0 and cannot be combined with separators")
+    for name in ("default_max_items", "default_max_length"):
+        value = getattr(opts, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
     root = load_schema(schema)
     notes: list[str] = []
     resolver = Resolver(root)

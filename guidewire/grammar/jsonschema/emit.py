@@ -584,6 +584,8 @@ class SchemaGrammarBuilder:
                 lo, hi = (lo, None) if keyword == "maxLength" else (0, hi)
         patterns = list(flat.get("x-patterns", [])) + [(p, search, True) for p, search in flat.get("x-antipatterns", [])]
         excluded = sorted(set(flat.get("x-exclude", [])) | set(exclude)) or None
+        if hi is None and not patterns and self.opt.default_max_length is not None:  # generation mode
+            hi = max(self.opt.default_max_length, lo)
         return self.string_term(patterns, lo, hi, exclude=excluded, pointer=pointer)
 
     # -- containers ---------------------------------------------------------------------------------
@@ -605,6 +607,8 @@ class SchemaGrammarBuilder:
         rest_sym = self.value(rest, f"{pointer}/items", depth + 1) if rest is not False else None
         if hi is None and rest_sym is None:
             hi = len(prefix)
+        if hi is None and self.opt.default_max_items is not None:  # generation mode: a subset
+            hi = max(self.opt.default_max_items, lo, len(prefix))
         top = max(len(prefix), lo)
         if hi is not None and hi > MAX_COUNTED:
             raise LimitExceededError(f"maxItems {hi} at {pointer} exceeds the limit {MAX_COUNTED}")

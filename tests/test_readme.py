@@ -1,0 +1,171 @@
+"""README.md's code blocks run as written (issue 24, item 2).
+
+Every ```python block is executed; the ones that call the model (``guidewire.generate``) are
+``model`` tests. Every ``guidewire ...`` command line of a ```bash block is run in-process through
+``guidewire.cli.main`` (``--help``/``--version`` without a model, the others with SmolLM2) and its
+output checked by an independent oracle (jsonschema, ``re``, sqlglot). The install commands are not
+run; the test command must be the one ``.ci/run`` evaluates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+PERSON = os.path.join(ROOT, "examples", "person.json")
+
+
+def blocks(lang: str) -> list[str]:
+    """The bodies of README's fenced blocks in ``lang``, in order."""
+    text = open(README, encoding="utf-8").read()
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.S | re.M)
+
+
+def is_model_block(code: str) -> bool:
+    return "guidewire.generate" in code
+
+
+def cli_lines() -> list[str]:
+    """Every ``guidewire ...`` command of the bash blocks (the tail of ``pip ... && guidewire ...``)."""
+    out = []
+    for body in blocks("bash"):
+        for line in body.splitlines():
+            for part in line.split("&&"):
+                part = part.strip()
+                if part.startswith("guidewire "):
+                    out.append(part)
+    return out
+
+
+def is_fast_line(line: str) -> bool:
+    return "--help" in line or "--version" in line
+
+
+def run_cli(line: str) -> tuple[int, str, str]:
+    from guidewire.cli import main
+
+    argv = shlex.split(line, comments=True)
+    assert argv[0] == "guidewire"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv[1:])
+        except SystemExit as exc:  # --help / --version
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_readme_has_the_blocks_this_test_runs():
+    py = blocks("python")
+    assert len(py) == 3 and sum(map(is_model_block, py)) == 1
+    lines = cli_lines()
+    assert len(lines) == 8 and sum(map(is_fast_line, lines)) == 2, lines
+    assert len(blocks("bash")) == 3  # set-up, tests, command line: exactly two set-up commands
+
+
+def test_python_blocks_without_model_run():
+    ran = 0
+    for code in blocks("python"):
+        if is_model_block(code):
+            continue
+        namespace: dict = {"__name__": "readme"}
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+        ran += 1
+        if "compile_lark" in code:
+            assert namespace["m2"].num_tokens == namespace["m"].num_tokens == 1
+            assert len(namespace["allowed"]) > 0
+            assert namespace["phone"].matcher() is not None
+        if "compile_json_schema" in code:
+            assert namespace["g"].matcher() is not None
+    assert ran == 2
+
+
+def test_fast_cli_lines_run():
+    ran = 0
+    for line in cli_lines():
+        if not is_fast_line(line):
+            continue
+        rc, out, err = run_cli(line)
+        assert rc == 0, (line, err)
+        assert out.startswith("usage: guidewire bench maskbench") or out.startswith("guidewire 0."), out[:200]
+        ran += 1
+    assert ran == 2
+
+
+def test_ci_runs_readme_test_command():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, ".ci", "readme_test_command.py")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    cmd = proc.stdout.strip()
+    test_block = blocks("bash")[1].strip()
+    assert cmd == test_block and "python -m pytest" in cmd and '".[test,kernels]"' in cmd
+    # -p no:warnings would switch off pytest's warnings plugin and with it the filterwarnings
+    # config that turns warnings from guidewire's own code into errors
+    assert "no:warnings" not in cmd
+    ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    assert "readme_test_command.py" in ci and "-m venv" in ci and 'eval "$cmd"' in ci
+
+
+# -- with the model ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.model
+def test_generate_block_runs_with_the_model(one_thread, capsys):
+    import jsonschema
+
+    code = next(c for c in blocks("python") if is_model_block(c))
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    jsonschema.validate(namespace["person"], schema)
+    sql = capsys.readouterr().out
+    import sqlglot
+
+    sqlglot.parse_one(sql, read="sqlite")  # the streamed text is one SQL statement
+    assert sql.upper().startswith("SELECT")
+
+
+@pytest.mark.model
+def test_model_cli_lines_run(one_thread):
+    import jsonschema
+    import sqlglot
+
+    person = json.load(open(PERSON, encoding="utf-8"))
+    ran = 0
+    for line in cli_lines():
+        if is_fast_line(line):
+            continue
+        rc, out, err = run_cli(line)
+        assert rc == 0, (line, err)
+        if line.startswith("guidewire json examples/person.json"):
+            jsonschema.validate(json.loads(out), person)
+        elif "--regex" in line:
+            assert re.fullmatch(r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}\n", out), out
+        elif "--choices" in line:
+            assert out in ("red\n", "green\n", "blue\n")
+        elif "--grammar sql" in line:
+            sqlglot.parse_one(out, read="sqlite")
+            assert re.search(r"guidewire: \d+ tokens .* tokens/s", err), err  # --verbose
+        else:
+            pytest.fail(f"no check for README line {line!r}")
+        ran += 1
+    assert ran == 6
