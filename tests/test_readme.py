@@ -35,6 +35,15 @@ def is_model_block(code: str) -> bool:
     return "guidewire.generate" in code
 
 
+def is_server_block(code: str) -> bool:
+    """A block that talks to ``guidewire serve`` with the ``openai`` client."""
+    return "OpenAI(base_url=" in code
+
+
+def is_serve_line(line: str) -> bool:
+    return line.startswith("guidewire serve")
+
+
 def cli_lines() -> list[str]:
     """Every ``guidewire ...`` command of the bash blocks (the tail of ``pip ... && guidewire ...``)."""
     out = []
@@ -67,16 +76,16 @@ def run_cli(line: str) -> tuple[int, str, str]:
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 3 and sum(map(is_model_block, py)) == 1
+    assert len(py) == 4 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     lines = cli_lines()
-    assert len(lines) == 8 and sum(map(is_fast_line, lines)) == 2, lines
-    assert len(blocks("bash")) == 3  # set-up, tests, command line: exactly two set-up commands
+    assert len(lines) == 9 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
+    assert len(blocks("bash")) == 4  # set-up, tests, command line, serve: exactly two set-up commands
 
 
 def test_python_blocks_without_model_run():
     ran = 0
     for code in blocks("python"):
-        if is_model_block(code):
+        if is_model_block(code) or is_server_block(code):
             continue
         namespace: dict = {"__name__": "readme"}
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
@@ -152,7 +161,7 @@ def test_model_cli_lines_run(one_thread):
     person = json.load(open(PERSON, encoding="utf-8"))
     ran = 0
     for line in cli_lines():
-        if is_fast_line(line):
+        if is_fast_line(line) or is_serve_line(line):
             continue
         rc, out, err = run_cli(line)
         assert rc == 0, (line, err)
@@ -169,3 +178,56 @@ def test_model_cli_lines_run(one_thread):
             pytest.fail(f"no check for README line {line!r}")
         ran += 1
     assert ran == 6
+
+
+@pytest.mark.model
+def test_serve_line_and_openai_block_run(tmp_path):
+    """README's ``guidewire serve`` line, started as a process (on a free port instead of 8000),
+    answers README's ``openai`` block; outputs checked with jsonschema and json."""
+    import socket
+    import time
+    import urllib.request
+
+    import jsonschema
+
+    line = next(ln for ln in cli_lines() if is_serve_line(ln))
+    code = next(c for c in blocks("python") if is_server_block(c))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    argv = [a if a != "8000" else port for a in shlex.split(line, comments=True)[1:]]
+    assert port in argv and "8000" in code
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    log = open(tmp_path / "serve.log", "w+b")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from guidewire.cli import main; sys.exit(main())",
+                             *argv], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text(errors="replace")[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the README's serve line did not come up"
+            time.sleep(0.5)
+        namespace: dict = {"__name__": "readme"}
+        exec(compile(code.replace("8000", port), "README.md", "exec"), namespace)  # noqa: S102
+        schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                  "required": ["name", "age"], "additionalProperties": False}
+        jsonschema.validate(json.loads(namespace["person"].choices[0].message.content), schema)
+        call = namespace["call"]
+        assert call.function.name == "calculator"
+        params = namespace["tools"][0]["function"]["parameters"]
+        jsonschema.validate(json.loads(call.function.arguments), params)
+        assert namespace["chunk"].usage is not None and namespace["chunk"].usage.completion_tokens > 0
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        log.close()
