@@ -2,7 +2,8 @@
 
     guidewire json SCHEMA_FILE "PROMPT"
     guidewire generate "PROMPT" [--regex R | --grammar FILE.lark | --json-schema FILE | --choices a,b,c]
-    guidewire bench maskbench ARGS...
+    guidewire sql DATABASE "QUESTION" [--execute] [--candidates K]
+    guidewire bench maskbench|spider ARGS...
 
 Common flags: ``--model``, ``--max-tokens``, ``--temperature``, ``--seed``, ``--top-p``,
 ``--stream``, ``--raw`` (no chat template), ``--quiet``. Progress (model load, compile) goes to
@@ -102,8 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--json-schema", help="a JSON Schema file")
     group.add_argument("--choices", help="comma-separated list; the output is exactly one of them")
     _common(pg)
+    from .sql.cli import add_parser as _add_sql_parser
+
+    _add_sql_parser(sub)
     pb = sub.add_parser("bench", help="run a benchmark")
-    pb.add_argument("name", choices=["maskbench"])
+    pb.add_argument("name", choices=["maskbench", "spider"])
     pb.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     return parser
 
@@ -224,6 +228,10 @@ def _cmd_bench(args) -> int:
         from .maskbench import main as maskbench_main
 
         return int(maskbench_main(list(args.args)) or 0)
+    if args.name == "spider":
+        from .sql.bench import main as spider_main
+
+        return int(spider_main(list(args.args)) or 0)
     return EXIT_ERROR  # pragma: no cover (argparse restricts the choices)
 
 
@@ -238,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_json(args)
         if args.command == "generate":
             return _cmd_generate(args)
+        if args.command == "sql":
+            from .sql.cli import run as _cmd_sql
+
+            return _cmd_sql(args)
         return _cmd_bench(args)
     except GuidewireError as exc:
         print(f"guidewire: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)

@@ -1,0 +1,118 @@
+"""A Lark grammar for SQLite ``SELECT`` statements over one live schema.
+
+Every table name is one of the database's tables and every column name one of its columns
+(bare, case-insensitive, where the name is a plain non-keyword word; double-quoted exactly
+otherwise), so a generated query can never name a table or column that does not exist.
+``table.column`` only pairs a table with its own columns; aliases are Spider's ``T1``, ``t2``...
+Which table an *unqualified* or alias-qualified column belongs to depends on the ``FROM``
+clause that follows it, which a context-free grammar cannot see: that scoping is checked
+after generation (:mod:`guidewire.sql.check`).
+
+Covers the dialect of Spider's gold queries: joins, ``GROUP BY``/``HAVING``, ``ORDER BY``/
+``LIMIT``, nested subqueries, ``IN``/``EXISTS``, ``UNION``/``INTERSECT``/``EXCEPT``, aggregates,
+``DISTINCT``, ``LIKE``, ``BETWEEN``, ``CASE``, ``CAST``, string (single- or double-quoted, as SQLite
+reads an unknown double-quoted name) and number literals; keywords in any case.
+"""
+
+from __future__ import annotations
+
+from .schema import Schema, needs_quotes
+
+#: SQLite scalar and aggregate functions the grammar allows (case-insensitive).
+FUNCTIONS = ("count", "sum", "avg", "min", "max", "abs", "length", "lower", "upper", "round", "coalesce",
+             "ifnull", "substr", "replace", "trim", "instr", "strftime", "date", "julianday", "total")
+
+_CORE = r"""
+start: query [";"]
+
+query: select_core (compound_op select_core)* [order_by] [limit_clause]
+compound_op: "UNION"i ["ALL"i] | "INTERSECT"i | "EXCEPT"i
+select_core: "SELECT"i ["DISTINCT"i | "ALL"i] result_column ("," result_column)* from_clause [where_clause] [group_by]
+result_column: "*" | table_prefix "." "*" | expr
+
+from_clause: "FROM"i table_ref (join_op table_ref [join_constraint])*
+table_ref: table_name [["AS"i] ALIAS] | "(" query ")" [["AS"i] ALIAS]
+join_op: "," | ["NATURAL"i] ["LEFT"i ["OUTER"i] | "INNER"i | "CROSS"i] "JOIN"i
+join_constraint: "ON"i expr
+
+where_clause: "WHERE"i expr
+group_by: "GROUP"i "BY"i expr ("," expr)* ["HAVING"i expr]
+order_by: "ORDER"i "BY"i ordering_term ("," ordering_term)*
+ordering_term: expr ["ASC"i | "DESC"i]
+limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
+
+?expr: or_expr
+?or_expr: and_expr | or_expr "OR"i and_expr
+?and_expr: not_expr | and_expr "AND"i not_expr
+?not_expr: predicate | "NOT"i not_expr
+?predicate: additive
+          | additive COMP_OP additive
+          | additive ["NOT"i] "IN"i "(" (query | expr ("," expr)*) ")"
+          | additive ["NOT"i] "LIKE"i additive
+          | additive ["NOT"i] "BETWEEN"i additive "AND"i additive
+          | additive "IS"i ["NOT"i] "NULL"i
+          | "EXISTS"i "(" query ")"
+?additive: multiplicative | additive ADD_OP multiplicative
+?multiplicative: unary | multiplicative MUL_OP unary
+?unary: primary | "-" unary
+?primary: literal
+        | column_ref
+        | function_call
+        | "(" expr ")"
+        | "(" query ")"
+        | "CASE"i [expr] ("WHEN"i expr "THEN"i expr)+ ["ELSE"i expr] "END"i
+        | "CAST"i "(" expr "AS"i type_name ")"
+function_call: func_name "(" (["DISTINCT"i] expr ("," expr)* | "*") ")"
+literal: NUMBER | STRING | "NULL"i | quoted_table
+
+ALIAS: /[Tt][0-9]{1,2}/
+type_name: "INTEGER"i | "REAL"i | "TEXT"i | "NUMERIC"i
+COMP_OP: "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">="
+ADD_OP: "+" | "-" | "||"
+MUL_OP: "*" | "/" | "%"
+STRING: /'(?:[^'\n]|'')*'/ | /"(?:[^"\n]|"")*"/
+NUMBER: /[0-9]+(?:\.[0-9]+)?/
+WS: /[ \t\r\n]+/
+%ignore WS
+"""
+
+
+def _lark_literal(text: str, ignore_case: bool) -> str:
+    body = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{body}"' + ("i" if ignore_case else "")
+
+
+def _name_alternatives(name: str) -> list[str]:
+    """Lark literals that spell identifier ``name``: bare (any case) where SQL allows, and quoted (exact)."""
+    quoted = _lark_literal('"' + name.replace('"', '""') + '"', False)
+    if needs_quotes(name):
+        return [quoted]
+    return [_lark_literal(name, True), quoted]
+
+
+def _rule(name: str, alternatives: list[str]) -> str:
+    seen = list(dict.fromkeys(a.lower() if a.endswith('"i') else a for a in alternatives))
+    return f"{name}: " + "\n    | ".join(seen)
+
+
+def schema_grammar(schema: Schema) -> str:
+    """Lark text of the ``SELECT`` grammar whose identifiers are exactly ``schema``'s tables and columns."""
+    if not schema.tables:
+        raise ValueError("a schema grammar needs at least one table")
+    parts = [_CORE]
+    table_alts, column_alts, qualified = [], [], []
+    for i, table in enumerate(schema.tables):
+        parts.append(_rule(f"t{i}", _name_alternatives(table.name)))
+        parts.append(_rule(f"c{i}", [a for c in table.columns for a in _name_alternatives(c.name)]))
+        table_alts.append(f"t{i}")
+        qualified.append(f't{i} "." c{i}')
+        column_alts.extend(a for c in table.columns for a in _name_alternatives(c.name))
+    parts.append(_rule("table_name", table_alts))
+    # SQLite reads a double-quoted name that is no column in scope as a string; a table's quoted
+    # name is a literal terminal (it beats STRING in the lexer), so it is allowed as a string here
+    parts.append(_rule("quoted_table", [_name_alternatives(t.name)[-1] for t in schema.tables]))
+    parts.append(_rule("table_prefix", table_alts + ["ALIAS"]))
+    parts.append(_rule("column_name", column_alts))
+    parts.append(_rule("column_ref", ["column_name", 'ALIAS "." column_name'] + qualified))
+    parts.append(_rule("func_name", [_lark_literal(f, True) for f in FUNCTIONS]))
+    return "\n".join(parts) + "\n"
