@@ -131,6 +131,10 @@ BAD = [
     'DELETE FROM customer',
     'SELECT name FROM customer; DROP TABLE customer',
     'SELECT unit price FROM "order"',
+    'SELECTname FROM customer',              # words must not glue: SQLite reads one identifier
+    'SELECT name FROMcustomer',
+    'SELECT count(*) FROM customer LIMIT 1name',
+    'SELECT name FROM customer AS T1name',
 ]
 
 
@@ -144,7 +148,7 @@ def test_schema_grammar_accepts_valid_and_rejects_unknown_or_unquoted(odd_gramma
     for q in BAD:
         assert walk_query(g, q, enc) != -1, q
         assert walk_query(g, q) != -1, q
-    assert len(GOOD) == 8 and len(BAD) == 8
+    assert len(GOOD) == 8 and len(BAD) == 12
 
 
 _NAMES = ["name", "city", "qty", "cid", "nme", "Name", "CITY", "customers", "customer", "purchase", "order",

@@ -62,9 +62,15 @@ limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
         | "(" query ")"
         | "CASE"i [expr] ("WHEN"i expr "THEN"i expr)+ ["ELSE"i expr] "END"i
         | "CAST"i "(" expr "AS"i type_name ")"
+        | word_run
 function_call: func_name "(" (["DISTINCT"i] expr ("," expr)* | "*") ")"
 literal: NUMBER | STRING | "NULL"i | quoted_table
 
+// Words end at a non-word byte: without this terminal the greedy lexer would read "SELECTcount" as
+// SELECT + count. WORD_RUN takes the longest run of word bytes (a literal of the same length wins),
+// and word_run has an empty language, so a glued run is never allowed.
+word_run: WORD_RUN word_run
+WORD_RUN: /[A-Za-z0-9_]+/
 ALIAS: /[Tt][0-9]{1,2}/
 type_name: "INTEGER"i | "REAL"i | "TEXT"i | "NUMERIC"i
 COMP_OP: "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">="
