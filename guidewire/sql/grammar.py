@@ -88,10 +88,10 @@ def _lark_literal(text: str, ignore_case: bool) -> str:
     return f'"{body}"' + ("i" if ignore_case else "")
 
 
-def _name_alternatives(name: str) -> list[str]:
+def _name_alternatives(name: str, dialect: str = "sqlite") -> list[str]:
     """Lark literals that spell identifier ``name``: bare (any case) where SQL allows, and quoted (exact)."""
     quoted = _lark_literal('"' + name.replace('"', '""') + '"', False)
-    if needs_quotes(name):
+    if needs_quotes(name, dialect):
         return [quoted]
     return [_lark_literal(name, True), quoted]
 
@@ -106,17 +106,18 @@ def schema_grammar(schema: Schema) -> str:
     if not schema.tables:
         raise ValueError("a schema grammar needs at least one table")
     parts = [_CORE]
+    d = schema.dialect
     table_alts, column_alts, qualified = [], [], []
     for i, table in enumerate(schema.tables):
-        parts.append(_rule(f"t{i}", _name_alternatives(table.name)))
-        parts.append(_rule(f"c{i}", [a for c in table.columns for a in _name_alternatives(c.name)]))
+        parts.append(_rule(f"t{i}", _name_alternatives(table.name, d)))
+        parts.append(_rule(f"c{i}", [a for c in table.columns for a in _name_alternatives(c.name, d)]))
         table_alts.append(f"t{i}")
         qualified.append(f't{i} "." c{i}')
-        column_alts.extend(a for c in table.columns for a in _name_alternatives(c.name))
+        column_alts.extend(a for c in table.columns for a in _name_alternatives(c.name, d))
     parts.append(_rule("table_name", table_alts))
     # SQLite reads a double-quoted name that is no column in scope as a string; a table's quoted
     # name is a literal terminal (it beats STRING in the lexer), so it is allowed as a string here
-    parts.append(_rule("quoted_table", [_name_alternatives(t.name)[-1] for t in schema.tables]))
+    parts.append(_rule("quoted_table", [_name_alternatives(t.name, d)[-1] for t in schema.tables]))
     parts.append(_rule("table_prefix", table_alts + ["ALIAS"]))
     parts.append(_rule("column_name", column_alts))
     parts.append(_rule("column_ref", ["column_name", 'ALIAS "." column_name'] + qualified))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .schema import Schema, quote_identifier
+from .schema import Schema
+from .schema import quote_identifier as _quote
 
 INSTRUCTION = "Write one SQLite SELECT query that answers the question. Answer with the SQL only."
 _MAX_VALUE_CHARS = 24
@@ -11,6 +12,10 @@ _MAX_VALUE_CHARS = 24
 def create_table_lines(schema: Schema) -> list[str]:
     """One ``CREATE TABLE`` line per table: columns with types, primary and foreign keys."""
     lines = []
+
+    def quote_identifier(name):
+        return _quote(name, dialect=schema.dialect)
+
     for t in schema.tables:
         cols = [f"{quote_identifier(c.name)} {c.type}".rstrip() for c in t.columns]
         pk = [quote_identifier(c.name) for c in t.columns if c.primary_key]

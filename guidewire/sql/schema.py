@@ -33,14 +33,17 @@ UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITHOUT TRUE FALS
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def needs_quotes(name: str) -> bool:
-    """Whether ``name`` must be double-quoted in SQL (not a plain ASCII word, or a keyword)."""
-    return not _BARE.match(name) or name.upper() in SQL_KEYWORDS
+def needs_quotes(name: str, dialect: str = "sqlite") -> bool:
+    """Whether ``name`` must be double-quoted in SQL: not a plain ASCII word, a keyword, or (in
+    PostgreSQL, which folds bare names to lower case) not all lower case."""
+    if not _BARE.match(name) or name.upper() in SQL_KEYWORDS:
+        return True
+    return dialect == "postgresql" and name != name.lower()
 
 
-def quote_identifier(name: str, *, always: bool = False) -> str:
+def quote_identifier(name: str, *, always: bool = False, dialect: str = "sqlite") -> str:
     """``name`` as SQL text: bare when it can be, else double-quoted with ``"`` doubled."""
-    if always or needs_quotes(name):
+    if always or needs_quotes(name, dialect):
         return '"' + name.replace('"', '""') + '"'
     return name
 
