@@ -41,29 +41,75 @@ order_by: "ORDER"i "BY"i ordering_term ("," ordering_term)*
 ordering_term: expr ["ASC"i | "DESC"i]
 limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
 
-?expr: or_expr
-?or_expr: and_expr | or_expr "OR"i and_expr
-?and_expr: not_expr | and_expr "AND"i not_expr
-?not_expr: predicate | "NOT"i not_expr
-?predicate: additive
-          | additive COMP_OP additive
-          | additive ["NOT"i] "IN"i "(" (query | expr ("," expr)*) ")"
-          | additive ["NOT"i] "LIKE"i additive
-          | additive ["NOT"i] "BETWEEN"i additive "AND"i additive
-          | additive "IS"i ["NOT"i] "NULL"i
+"""
+
+#: Query structure when unqualified columns are scoped: a single-table ``SELECT`` is one of the
+#: per-table variants ``sc_<i>`` (below), whose every column belongs to that table; a query with
+#: a join or a derived table is ``multi_core``, whose columns are checked after generation.
+_SCOPED_HEAD = r"""
+start: query [";"]
+
+query: select_core (compound_op select_core)+ [order_by] [limit_clause]
+     | multi_core [order_by] [limit_clause]
+     | single_query
+compound_op: "UNION"i ["ALL"i] | "INTERSECT"i | "EXCEPT"i
+select_core: multi_core | single_core
+multi_core: "SELECT"i [set_quantifier] result_column ("," result_column)* multi_from [where_clause] [group_by]
+set_quantifier: "DISTINCT"i | "ALL"i
+result_column: "*" | table_prefix "." "*" | expr
+multi_from: "FROM"i table_ref (join_op table_ref [join_constraint])+
+          | "FROM"i "(" query ")" [["AS"i] ALIAS]
+table_ref: table_name [["AS"i] ALIAS] | "(" query ")" [["AS"i] ALIAS]
+join_op: "," | ["NATURAL"i] ["LEFT"i ["OUTER"i] | "INNER"i | "CROSS"i] "JOIN"i
+join_constraint: "ON"i expr
+
+where_clause: "WHERE"i expr
+group_by: "GROUP"i "BY"i expr ("," expr)* ["HAVING"i expr]
+order_by: "ORDER"i "BY"i ordering_term ("," ordering_term)*
+ordering_term: expr ["ASC"i | "DESC"i]
+limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
+"""
+
+#: One table's single-table query; ``{i}`` is the table's index.
+_SINGLE = r"""
+sq_{i}: sc_{i} [order_{i}] [limit_clause]
+sc_{i}: "SELECT"i [set_quantifier] rcol_{i} ("," rcol_{i})* "FROM"i t{i} [["AS"i] ALIAS] [where_{i}] [group_{i}]
+rcol_{i}: "*" | prefix_{i} "." "*" | expr_{i}
+prefix_{i}: t{i} | ALIAS
+colref_{i}: c{i} | prefix_{i} "." c{i} | outer_ref
+where_{i}: "WHERE"i expr_{i}
+group_{i}: "GROUP"i "BY"i expr_{i} ("," expr_{i})* ["HAVING"i expr_{i}]
+order_{i}: "ORDER"i "BY"i oterm_{i} ("," oterm_{i})*
+oterm_{i}: expr_{i} ["ASC"i | "DESC"i]
+"""
+
+_EXPR = r"""
+?expr{s}: or_expr{s}
+?or_expr{s}: and_expr{s} | or_expr{s} "OR"i and_expr{s}
+?and_expr{s}: not_expr{s} | and_expr{s} "AND"i not_expr{s}
+?not_expr{s}: predicate{s} | "NOT"i not_expr{s}
+?predicate{s}: additive{s}
+          | additive{s} COMP_OP additive{s}
+          | additive{s} ["NOT"i] "IN"i "(" (query | expr{s} ("," expr{s})*) ")"
+          | additive{s} ["NOT"i] "LIKE"i additive{s}
+          | additive{s} ["NOT"i] "BETWEEN"i additive{s} "AND"i additive{s}
+          | additive{s} "IS"i ["NOT"i] "NULL"i
           | "EXISTS"i "(" query ")"
-?additive: multiplicative | additive ADD_OP multiplicative
-?multiplicative: unary | multiplicative MUL_OP unary
-?unary: primary | "-" unary
-?primary: literal
-        | column_ref
-        | function_call
-        | "(" expr ")"
+?additive{s}: multiplicative{s} | additive{s} ADD_OP multiplicative{s}
+?multiplicative{s}: unary{s} | multiplicative{s} MUL_OP unary{s}
+?unary{s}: primary{s} | "-" unary{s}
+?primary{s}: literal
+        | {col}
+        | function_call{s}
+        | "(" expr{s} ")"
         | "(" query ")"
-        | "CASE"i [expr] ("WHEN"i expr "THEN"i expr)+ ["ELSE"i expr] "END"i
-        | "CAST"i "(" expr "AS"i type_name ")"
+        | "CASE"i [expr{s}] ("WHEN"i expr{s} "THEN"i expr{s})+ ["ELSE"i expr{s}] "END"i
+        | "CAST"i "(" expr{s} "AS"i type_name ")"
         | word_run
-function_call: func_name "(" (["DISTINCT"i] expr ("," expr)* | "*") ")"
+function_call{s}: func_name "(" (["DISTINCT"i] expr{s} ("," expr{s})* | "*") ")"
+"""
+
+_TERMINALS = r"""
 literal: NUMBER | STRING | "NULL"i | quoted_table
 
 // Words end at a non-word byte: without this terminal the greedy lexer would read "SELECTcount" as
@@ -101,12 +147,27 @@ def _rule(name: str, alternatives: list[str]) -> str:
     return f"{name}: " + "\n    | ".join(seen)
 
 
-def schema_grammar(schema: Schema) -> str:
-    """Lark text of the ``SELECT`` grammar whose identifiers are exactly ``schema``'s tables and columns."""
+def schema_grammar(schema: Schema, *, scoped: bool = True) -> str:
+    """Lark text of the ``SELECT`` grammar whose identifiers are exactly ``schema``'s tables and columns.
+
+    ``scoped``: in a single-table ``SELECT`` (no join, no derived table) every bare or
+    ``alias.column`` column must be one of that table's, enforced by one variant of the query rules
+    per table; ``other_table.column`` stays allowed there (a correlated subquery names its outer
+    table so). Queries with joins, and those outer names, are scoped by the check after generation.
+    """
     if not schema.tables:
         raise ValueError("a schema grammar needs at least one table")
-    parts = [_CORE]
     d = schema.dialect
+    if scoped:
+        parts = [_SCOPED_HEAD, _EXPR.format(s="", col="column_ref")]
+        parts.append(_rule("single_query", [f"sq_{i}" for i in range(len(schema.tables))]))
+        parts.append(_rule("single_core", [f"sc_{i}" for i in range(len(schema.tables))]))
+        for i in range(len(schema.tables)):
+            parts.append(_SINGLE.format(i=i))
+            parts.append(_EXPR.format(s=f"_{i}", col=f"colref_{i}"))
+    else:
+        parts = [_CORE, _EXPR.format(s="", col="column_ref")]
+    parts.append(_TERMINALS)
     table_alts, column_alts, qualified = [], [], []
     for i, table in enumerate(schema.tables):
         parts.append(_rule(f"t{i}", _name_alternatives(table.name, d)))
@@ -121,5 +182,7 @@ def schema_grammar(schema: Schema) -> str:
     parts.append(_rule("table_prefix", table_alts + ["ALIAS"]))
     parts.append(_rule("column_name", column_alts))
     parts.append(_rule("column_ref", ["column_name", 'ALIAS "." column_name'] + qualified))
+    # a correlated subquery names an outer table's column by the table's name
+    parts.append(_rule("outer_ref", qualified))
     parts.append(_rule("func_name", [_lark_literal(f, True) for f in FUNCTIONS]))
     return "\n".join(parts) + "\n"
