@@ -142,3 +142,24 @@ def test_smollm2_answers_with_a_real_in_scope_query(smol_model, tmp_path):
         assert sorted(map(repr, conn.execute(res.sql).fetchall()))[:100] == sorted(map(repr, res.rows))
         conn.close()
     assert _digest(db) == before
+
+
+def test_generation_stops_at_the_statement_semicolon(tmp_path, smollm2):
+    """After the closing ';' the grammar still allows whitespace; StatementEnd stops there."""
+    from guidewire.grammar import compile_lark
+    from guidewire.sql.grammar import schema_grammar
+    from guidewire.sql.statement_end import StatementEnd
+
+    db = make_db(tmp_path / "odd.sqlite")
+    g = compile_lark(schema_grammar(read_schema(db)), smollm2)
+    enc = {t: i for i, t in enumerate(smollm2.token_bytes)}
+    c = StatementEnd(g.matcher(), smollm2)
+    for piece in [b"SELECT", b" name", b" FROM", b" customer", b" WHERE", b" name", b" =", b" '"]:
+        assert c.advance(enc[piece]) and not c.is_terminated()
+    for piece in [b"a", b";", b"'"]:  # a ';' inside a string literal does not end the statement
+        assert c.advance(enc[piece]) and not c.is_terminated()
+    assert c.advance(enc[b";"]) and c.is_terminated() and c.is_accepting() and c.forced_tokens() == []
+    f = c.fork()
+    c.rollback(1)
+    assert not c.is_terminated() and f.is_terminated()
+    assert c.advance(enc[b" "]) and not c.is_terminated()  # whitespace before ';' is fine

@@ -19,6 +19,7 @@ from .execute import DEFAULT_TIMEOUT_S, Execution, run_query
 from .grammar import schema_grammar
 from .prompt import build_prompt
 from .schema import Schema, connect_sqlite_readonly, is_url, quote_identifier, read_schema
+from .statement_end import StatementEnd
 
 MODES = ("none", "generic", "schema")
 POLICIES = ("first", "vote")
@@ -168,11 +169,11 @@ class SQLSession:
                 if m.is_accepting():
                     last = i
             if last >= 0:
-                return decode_text(self.lm.vocab, token_ids[:last + 1]), last + 1, "truncated"
+                return decode_text(self.lm.vocab, token_ids[:last + 1]).strip(), last + 1, "truncated"
         text = decode_text(self.lm.vocab, token_ids)
         if self.grammar is None:
             text = extract_sql(text)
-        return text, len(token_ids), finish
+        return text.strip(), len(token_ids), finish
 
     def _single(self, ids: list[int], temperature: float, seed: int | None) -> Candidate:
         from ..api import _sampling
@@ -180,7 +181,7 @@ class SQLSession:
         from ..runtime.streaming import decode_text
 
         t0 = time.perf_counter()
-        constraint = None if self.grammar is None else self.grammar.matcher()
+        constraint = None if self.grammar is None else StatementEnd(self.grammar.matcher(), self.lm.vocab)
         steps = iter_decode(self.lm.sequence(), ids, constraint, vocab=self.lm.vocab, max_tokens=self.max_tokens,
                             sampling=_sampling(temperature, 1.0, 0, 0.0, seed))
         out: list[int] = []
@@ -202,7 +203,8 @@ class SQLSession:
         from ..runtime.decode import decode_batch
 
         t0 = time.perf_counter()
-        constraints = [None if self.grammar is None else self.grammar.matcher() for _ in range(n)]
+        constraints = [None if self.grammar is None else StatementEnd(self.grammar.matcher(), self.lm.vocab)
+                       for _ in range(n)]
         results = decode_batch(self.lm.batch(), [ids] * n, constraints, vocab=self.lm.vocab,
                                max_tokens=self.max_tokens, sampling=_sampling(temperature, 1.0, 0, 0.0, seed))
         dt = (time.perf_counter() - t0) / n
