@@ -337,3 +337,16 @@ def test_choice_policies():
     assert [x.outcome for x in (a, b, c, r)] == ["error", "empty", "rows", "rejected"]
     with pytest.raises(ValueError):
         choose([a], "best")
+
+
+def test_cli_sql_reports_bad_databases_in_one_line(tmp_path, capsys):
+    from guidewire.cli import main
+
+    assert main(["sql", str(tmp_path / "missing.sqlite"), "How many?"]) == 2
+    err = capsys.readouterr().err
+    assert "DatabaseError" in err and "does not exist" in err and len(err.strip().splitlines()) == 1
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(str(empty)).close()
+    assert main(["sql", str(empty), "How many?", "--execute"]) == 2
+    assert "EmptySchemaError" in capsys.readouterr().err
+    assert main(["sql", str(empty), "How many?", "--candidates", "0"]) == 2

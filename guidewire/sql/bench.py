@@ -2,9 +2,9 @@
 
 Modes: ``unconstrained`` (free text, the statement cut out), ``generic`` (the built-in ``sql``
 grammar), ``schema`` (the grammar of the live schema; a query failing sqlglot's scoping check is
-resampled up to ``--retries`` times) and ``schema+exec`` (the schema mode's greedy query plus
-``--candidates - 1`` samples in one batch, each run read-only, chosen by outcome: ``first`` and
-``vote`` are both scored from the same candidates). Generation sees the shipped database
+resampled up to ``--retries`` times) and ``schema+exec`` (the schema mode's queries -- its greedy
+one and resamples -- plus ``--candidates - 1`` samples in one batch, each run read-only, chosen by
+outcome: ``first`` and ``vote`` are both scored from the same candidates). Generation sees the shipped database
 (schema only); execution runs on a filled copy (:func:`.spider.filled_copy`) and, for
 reference, on the shipped empty database. Results go to ``OUT/results.jsonl`` as they come;
 ``report.md`` and ``accuracy.png`` are written at the end (or with ``--report-only``).
