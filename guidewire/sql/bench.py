@@ -89,16 +89,6 @@ def run_question(item, sessions, data, filled, args) -> dict:
     return rec
 
 
-def _rows(records, mode):
-    out = []
-    for r in records:
-        e = r["modes"].get(mode)
-        if e is None:
-            continue
-        out.append((e, e if mode != "schema+exec" else None))
-    return out
-
-
 def summarize(records: list[dict], modes=MODES, policy: str = "first") -> dict:
     """Per-mode shares (parse, real references, scoping, execution errors, accuracy) and tokens/s."""
     summary = {}
