@@ -350,3 +350,18 @@ def test_cli_sql_reports_bad_databases_in_one_line(tmp_path, capsys):
     assert main(["sql", str(empty), "How many?", "--execute"]) == 2
     assert "EmptySchemaError" in capsys.readouterr().err
     assert main(["sql", str(empty), "How many?", "--candidates", "0"]) == 2
+
+
+def test_strict_grammar_has_only_single_table_queries(odd_db, smollm2):
+    s = read_schema(odd_db)
+    g = compile_lark(schema_grammar(s, joins=False), smollm2)
+    ok = ["SELECT name FROM customer WHERE cid IN (SELECT cid FROM purchase)",
+          "SELECT name FROM customer UNION SELECT city FROM customer ORDER BY name",
+          'SELECT count(*) FROM "order" WHERE "group" = \'a\'']
+    bad = ["SELECT T1.name FROM customer AS T1 JOIN purchase AS T2 ON T1.cid = T2.cid",
+           "SELECT name FROM customer, purchase", "SELECT name FROM (SELECT name FROM customer)",
+           "SELECT qty FROM customer"]
+    for q in ok:
+        assert _sqlite_ok(odd_db, q) and walk_query(g, q) == -1 and analyze(q, s).ok, q
+    for q in bad:
+        assert walk_query(g, q) != -1, q

@@ -2,7 +2,7 @@
 
 Modes: ``unconstrained`` (free text, the statement cut out), ``generic`` (the built-in ``sql``
 grammar), ``schema`` (the grammar of the live schema; a query failing sqlglot's scoping check is
-resampled up to ``--retries`` times) and ``schema+exec`` (the schema mode's queries -- its greedy
+resampled up to ``--retries`` times, then once more under the single-table grammar) and ``schema+exec`` (the schema mode's queries -- its greedy
 one and resamples -- plus ``--candidates - 1`` samples in one batch, each run read-only, chosen by
 outcome: ``first`` and ``vote`` are both scored from the same candidates). Generation sees the shipped database
 (schema only); execution runs on a filled copy (:func:`.spider.filled_copy`) and, for
@@ -81,6 +81,8 @@ def run_question(item, sessions, data, filled, args) -> dict:
                 if cands[-1].check.ok:
                     break
                 cands.append(s.evaluate(s._single(ids, args.sample_temperature, args.seed + 1000 + attempt)))
+            if not any(c.check.ok for c in cands):  # as text_to_sql: the single-table grammar's greedy query
+                cands.append(s.evaluate(s._single(ids, 0.0, None, grammar=s.strict_grammar())))
         final = next((c for c in cands if c.check.ok), cands[-1]) if mode == "schema" else cands[0]
         entry = {"tokens": sum(c.tokens for c in cands), "seconds": sum(c.seconds for c in cands),
                  "tries": len(cands), "finish": final.finish}
@@ -203,6 +205,7 @@ def main(argv=None) -> int:
     results = out / "results.jsonl"
     if args.report_only:
         records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+        meta.update(questions=len(records), selection=f"the first {len(records)} of a fixed random order (seed 0)")
         print(write_report(records, out, meta))
         return 0
     from tqdm import tqdm

@@ -135,6 +135,12 @@ def analyze(sql: str, schema: Schema) -> QueryCheck:
         outputs = set()
         if isinstance(scope.expression, exp.Select):
             outputs = {e.alias.lower() for e in scope.expression.expressions if e.alias}
+        elif isinstance(scope.expression, (exp.Union, exp.Intersect, exp.Except)):
+            first = scope.expression  # a compound's ORDER BY names the first SELECT's output columns
+            while isinstance(first, (exp.Union, exp.Intersect, exp.Except)):
+                first = first.this
+            if isinstance(first, exp.Select):
+                outputs = {e.alias_or_name.lower() for e in first.expressions}
         for col in scope.columns:
             name, qual = col.name, col.table
             if name == "*":

@@ -70,6 +70,9 @@ ordering_term: expr ["ASC"i | "DESC"i]
 limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
 """
 
+_JOIN_QUERY = 'query: select_core (compound_op select_core)+ [order_by] [limit_clause]\n     | multi_core [order_by] [limit_clause]\n     | single_query'
+_SINGLE_ONLY_QUERY = 'query: single_core (compound_op single_core)+ [order_by] [limit_clause]\n     | single_query'
+
 #: One table's single-table query; ``{i}`` is the table's index.
 _SINGLE = r"""
 sq_{i}: sc_{i} [order_{i}] [limit_clause]
@@ -147,19 +150,22 @@ def _rule(name: str, alternatives: list[str]) -> str:
     return f"{name}: " + "\n    | ".join(seen)
 
 
-def schema_grammar(schema: Schema, *, scoped: bool = True) -> str:
+def schema_grammar(schema: Schema, *, scoped: bool = True, joins: bool = True) -> str:
     """Lark text of the ``SELECT`` grammar whose identifiers are exactly ``schema``'s tables and columns.
 
     ``scoped``: in a single-table ``SELECT`` (no join, no derived table) every bare or
     ``alias.column`` column must be one of that table's, enforced by one variant of the query rules
     per table; ``other_table.column`` stays allowed there (a correlated subquery names its outer
     table so). Queries with joins, and those outer names, are scoped by the check after generation.
+    ``joins=False`` (with ``scoped``) leaves only single-table queries, every column in scope by
+    construction: the pipeline's fallback when no generated query passes the scoping check.
     """
     if not schema.tables:
         raise ValueError("a schema grammar needs at least one table")
     d = schema.dialect
     if scoped:
-        parts = [_SCOPED_HEAD, _EXPR.format(s="", col="column_ref")]
+        head = _SCOPED_HEAD if joins else _SCOPED_HEAD.replace(_JOIN_QUERY, _SINGLE_ONLY_QUERY)
+        parts = [head, _EXPR.format(s="", col="column_ref")]
         parts.append(_rule("single_query", [f"sq_{i}" for i in range(len(schema.tables))]))
         parts.append(_rule("single_core", [f"sc_{i}" for i in range(len(schema.tables))]))
         for i in range(len(schema.tables)):

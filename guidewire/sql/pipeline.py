@@ -156,12 +156,13 @@ class SQLSession:
         fit_context(len(ids), self.max_tokens, self.lm.max_context)
         return ids
 
-    def _finish(self, token_ids: list[int], finish: str, complete: bool) -> tuple[str, int, str]:
+    def _finish(self, token_ids: list[int], finish: str, complete: bool, grammar=None) -> tuple[str, int, str]:
         """Text of a finished run; a cut grammar run is rolled back to its longest complete prefix."""
         from ..runtime.streaming import decode_text
 
-        if self.grammar is not None and not complete:
-            m = self.grammar.matcher()
+        grammar = grammar if grammar is not None else self.grammar
+        if grammar is not None and not complete:
+            m = grammar.matcher()
             last = -1
             for i, t in enumerate(token_ids):
                 if not m.advance(t):
@@ -175,13 +176,22 @@ class SQLSession:
             text = extract_sql(text)
         return text.strip(), len(token_ids), finish
 
-    def _single(self, ids: list[int], temperature: float, seed: int | None) -> Candidate:
+    def strict_grammar(self):
+        """The single-table grammar (every column in scope by construction), compiled on first use."""
+        from .. import api
+
+        if self.mode != "schema":
+            raise ValueError("the strict grammar exists only in schema mode")
+        return api.get_grammar("lark", schema_grammar(self.schema, joins=False), self.lm.vocab)
+
+    def _single(self, ids: list[int], temperature: float, seed: int | None, grammar=None) -> Candidate:
         from ..api import _sampling
         from ..runtime.decode import iter_decode
         from ..runtime.streaming import decode_text
 
         t0 = time.perf_counter()
-        constraint = None if self.grammar is None else StatementEnd(self.grammar.matcher(), self.lm.vocab)
+        grammar = grammar if grammar is not None else self.grammar
+        constraint = None if grammar is None else StatementEnd(grammar.matcher(), self.lm.vocab)
         steps = iter_decode(self.lm.sequence(), ids, constraint, vocab=self.lm.vocab, max_tokens=self.max_tokens,
                             sampling=_sampling(temperature, 1.0, 0, 0.0, seed))
         out: list[int] = []
@@ -195,7 +205,7 @@ class SQLSession:
             if constraint is None and _statement_done(decode_text(self.lm.vocab, out)):
                 finish, complete = "stop", True
                 break
-        text, n, finish = self._finish(out, finish, complete)
+        text, n, finish = self._finish(out, finish, complete, grammar)
         return Candidate(text, n, finish, time.perf_counter() - t0, temperature)
 
     def _batch(self, ids: list[int], n: int, temperature: float, seed: int | None) -> list[Candidate]:
@@ -272,7 +282,8 @@ def text_to_sql(question: str, database, *, model=None, candidates: int = 1, tem
 
     The query is generated under the grammar built from the live schema, so every table and
     column it names exists. With ``candidates=1`` a query failing sqlglot's scoping check is
-    resampled up to ``retries`` times; with ``candidates=K`` K queries are generated (the first at
+    resampled up to ``retries`` times; when none passes, one more is generated under the
+    single-table grammar, whose columns are in scope by construction; with ``candidates=K`` K queries are generated (the first at
     ``temperature``, the rest sampled in one batch), each that passes the check is run read-only,
     and ``policy`` (``first`` or ``vote``) picks the answer. ``execute=False`` only generates and checks.
     Raises :class:`~guidewire.sql.errors.DatabaseError` / :class:`~guidewire.sql.errors.EmptySchemaError`
@@ -300,6 +311,10 @@ def answer(session: SQLSession, question: str, *, candidates: int = 1, temperatu
             ids = ids or session.prompt_ids(question)
             s = (seed or 0) + 1000 + attempt
             cands.append(session.evaluate(session._single(ids, sample_temperature, s), execute=execute))
+    if session.mode == "schema" and not any(c.check.ok for c in cands):
+        # last resort: single-table queries only, whose columns are in scope by construction
+        strict = session._single(session.prompt_ids(question), 0.0, seed, grammar=session.strict_grammar())
+        cands.append(session.evaluate(strict, execute=execute))
     chosen = choose(cands, policy) if execute else next((c for c in cands if c.check.ok), cands[0])
     ex = chosen.execution
     if ex is not None:
