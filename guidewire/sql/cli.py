@@ -14,7 +14,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("--execute", action="store_true", help="run the query (read-only) and print its rows")
     p.add_argument("--candidates", type=int, default=1, help="generate K queries, choose by execution outcome")
-    p.add_argument("--policy", choices=["first", "vote"], default="first")
+    p.add_argument("--policy", choices=["first", "vote"], default="vote",
+                   help="vote (default: better on Spider) or first-with-rows")
     p.add_argument("--model", default=None)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--max-rows", type=int, default=100)

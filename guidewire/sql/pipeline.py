@@ -275,7 +275,7 @@ def choose(cands: list[Candidate], policy: str = "first") -> Candidate:
 
 
 def text_to_sql(question: str, database, *, model=None, candidates: int = 1, temperature: float = 0.0,
-                seed: int | None = None, execute: bool = True, policy: str = "first", retries: int = 2,
+                seed: int | None = None, execute: bool = True, policy: str = "vote", retries: int = 2,
                 max_tokens: int = 128, max_rows: int = 100, timeout_s: float = DEFAULT_TIMEOUT_S,
                 sample_rows_per_table: int = 2, sample_temperature: float = 0.8, mode: str = "schema") -> SQLResult:
     """Answer ``question`` with one ``SELECT`` over ``database`` (a SQLite path or a SQLAlchemy URL).
@@ -296,7 +296,7 @@ def text_to_sql(question: str, database, *, model=None, candidates: int = 1, tem
 
 
 def answer(session: SQLSession, question: str, *, candidates: int = 1, temperature: float = 0.0,
-           seed: int | None = None, execute: bool = True, policy: str = "first", retries: int = 2,
+           seed: int | None = None, execute: bool = True, policy: str = "vote", retries: int = 2,
            sample_temperature: float = 0.8) -> SQLResult:
     """:func:`text_to_sql` over an open :class:`SQLSession` (reuses its schema, grammar and model)."""
     if retries < 0:
