@@ -8,7 +8,7 @@ per process); the layers underneath are :mod:`guidewire.core`, :mod:`guidewire.g
 __version__ = "0.1.0"
 
 __all__ = ["generate_json", "generate", "load_model", "GuidewireError", "IncompleteOutputError",
-           "OutputValidationError", "DeadEndError", "ModelLoadError", "ContextLengthError",
+           "OutputValidationError", "DeadEndError", "text_to_sql", "ModelLoadError", "ContextLengthError",
            "__version__"]
 
 from .core.errors import GuidewireError  # noqa: E402
@@ -19,6 +19,7 @@ _LAZY = {
     "IncompleteOutputError": "guidewire.runtime.errors", "OutputValidationError": "guidewire.runtime.errors",
     "DeadEndError": "guidewire.runtime.errors", "ModelLoadError": "guidewire.runtime.errors",
     "ContextLengthError": "guidewire.runtime.errors",
+    "text_to_sql": "guidewire.sql",
 }
 
 

@@ -2,7 +2,8 @@
 
     guidewire json SCHEMA_FILE "PROMPT"
     guidewire generate "PROMPT" [--regex R | --grammar FILE.lark | --json-schema FILE | --choices a,b,c]
-    guidewire bench maskbench ARGS...
+    guidewire sql DATABASE "QUESTION" [--execute] [--candidates K]
+    guidewire bench maskbench|spider ARGS...
 
 Common flags: ``--model``, ``--max-tokens``, ``--temperature``, ``--seed``, ``--top-p``,
 ``--top-k``, ``--min-p``, ``--stream``, ``--raw`` (no chat template), ``--speculative``
@@ -14,7 +15,6 @@ guidewire errors do. Progress (tokenizer, compile, model load) goes to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -153,9 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--json-schema", help="a JSON Schema file")
     group.add_argument("--choices", help="comma-separated list; the output is exactly one of them")
     _common(pg)
+    from .sql.cli import add_parser as _add_sql_parser
+
+    _add_sql_parser(sub)
     pb = sub.add_parser("bench", help="run a benchmark (guidewire bench maskbench --help)",
                         description="Run a benchmark; the arguments after its name go to it.")
-    pb.add_argument("name", choices=["maskbench"], help="maskbench: JSON-Schema token masks on MaskBench files")
+    pb.add_argument("name", choices=["maskbench", "spider"],
+                    help="maskbench: JSON-Schema token masks on MaskBench files; spider: text-to-SQL on Spider")
     pb.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     from .server.cli import add_serve_parser
 
@@ -353,6 +357,10 @@ def _cmd_bench(args) -> int:
         from .maskbench import main as maskbench_main
 
         return int(maskbench_main(list(args.args), prog="guidewire bench maskbench") or 0)
+    if args.name == "spider":
+        from .sql.bench import main as spider_main
+
+        return int(spider_main(list(args.args)) or 0)
     return EXIT_ERROR  # pragma: no cover (argparse restricts the choices)
 
 
@@ -369,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
             from .server.cli import run_serve
 
             return run_serve(args)
+        if args.command == "sql":
+            from .sql.cli import run as _cmd_sql
+
+            return _cmd_sql(args)
         return _cmd_bench(args)
     except _UsageError as exc:
         print(f"guidewire: error: {_one_line(exc)}", file=sys.stderr)
