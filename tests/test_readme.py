@@ -76,7 +76,7 @@ def run_cli(line: str) -> tuple[int, str, str]:
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 4 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 5 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     lines = cli_lines()
     assert len(lines) == 9 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
     assert len(blocks("bash")) == 4  # set-up, tests, command line, serve: exactly two set-up commands
@@ -96,7 +96,11 @@ def test_python_blocks_without_model_run():
             assert namespace["phone"].matcher() is not None
         if "compile_json_schema" in code:
             assert namespace["g"].matcher() is not None
-    assert ran == 2
+        if "set_limits" in code:
+            g = namespace["g"]
+            assert g.limits.step_work == 20_000_000 and g.limits.mask_cache_bytes == 8 << 20
+            assert g.matcher().advance(g.vocab.token_bytes.index(b"a"))
+    assert ran == 3
 
 
 def test_fast_cli_lines_run():
