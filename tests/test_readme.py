@@ -40,6 +40,10 @@ def is_server_block(code: str) -> bool:
     return "OpenAI(base_url=" in code
 
 
+def is_sql_block(code: str) -> bool:
+    return "text_to_sql" in code
+
+
 def is_serve_line(line: str) -> bool:
     return line.startswith("guidewire serve")
 
@@ -76,16 +80,17 @@ def run_cli(line: str) -> tuple[int, str, str]:
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 5 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 6 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert sum(map(is_sql_block, py)) == 1
     lines = cli_lines()
-    assert len(lines) == 9 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
-    assert len(blocks("bash")) == 4  # set-up, tests, command line, serve: exactly two set-up commands
+    assert len(lines) == 10 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
+    assert len(blocks("bash")) == 5  # set-up, tests, command line, serve, sql: exactly two set-up commands
 
 
 def test_python_blocks_without_model_run():
     ran = 0
     for code in blocks("python"):
-        if is_model_block(code) or is_server_block(code):
+        if is_model_block(code) or is_server_block(code) or is_sql_block(code):
             continue
         namespace: dict = {"__name__": "readme"}
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
@@ -175,13 +180,51 @@ def test_model_cli_lines_run(one_thread):
             assert re.fullmatch(r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}\n", out), out
         elif "--choices" in line:
             assert out in ("red\n", "green\n", "blue\n")
+        elif line.startswith("guidewire sql "):
+            sql = out.splitlines()[0]
+            assert sqlglot.parse_one(sql, read="sqlite") is not None
+            _assert_real_tables(sql, os.path.join(ROOT, "examples", "shop.sqlite"))
         elif "--grammar sql" in line:
             sqlglot.parse_one(out, read="sqlite")
             assert re.search(r"guidewire: \d+ tokens .* tokens/s", err), err  # --verbose
         else:
             pytest.fail(f"no check for README line {line!r}")
         ran += 1
-    assert ran == 6
+    assert ran == 7
+
+
+def _assert_real_tables(sql: str, db: str) -> None:
+    """Every table the query names exists in the database (sqlglot + sqlite_master, not guidewire)."""
+    import sqlite3
+
+    import sqlglot
+    from sqlglot import exp
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        real = {r[0].lower() for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        con.close()
+    named = {t.name.lower() for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)}
+    assert named and named <= real, (named, real)
+
+
+@pytest.mark.model
+def test_sql_block_runs_with_the_model(one_thread):
+    code = next(c for c in blocks("python") if is_sql_block(c))
+    db = os.path.join(ROOT, "examples", "shop.sqlite")
+    before = open(db, "rb").read()
+    namespace: dict = {"__name__": "readme"}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    finally:
+        os.chdir(cwd)
+    r = namespace["r"]
+    assert r.error is None and r.rows is not None
+    _assert_real_tables(r.sql, db)
+    assert open(db, "rb").read() == before   # nothing was written
 
 
 @pytest.mark.model

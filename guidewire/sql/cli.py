@@ -27,12 +27,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """Execute ``guidewire sql``; returns the exit status (errors propagate to the caller)."""
-    from ..runtime.loading import set_num_threads
-    from .pipeline import text_to_sql
+    """Execute ``guidewire sql``; returns the exit status (errors propagate to the caller).
+
+    Arguments and a local database file are checked before torch or a model is loaded."""
+    import os
 
     if args.candidates < 1 or args.max_tokens < 1 or args.max_rows < 1:
         raise ValueError("--candidates, --max-tokens and --max-rows must be >= 1")
+    if "://" not in args.database and not os.path.isfile(args.database):
+        raise FileNotFoundError(f"no such database file: {args.database!r} (a SQLite file or a SQLAlchemy URL)")
+
+    from ..runtime.loading import set_num_threads
+    from .pipeline import text_to_sql
+
     set_num_threads(args.threads)
     execute = args.execute or args.candidates > 1
     r = text_to_sql(args.question, args.database, model=args.model, candidates=args.candidates,
