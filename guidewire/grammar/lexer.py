@@ -136,7 +136,8 @@ class ByteDFA:
             self.fuel.spend(1 + len(nfa_set))
         size = STATE_BYTES + 32 * len(nfa_set)
         if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({sid} states; lexer_bytes)")
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({sid} states; raise Limits.lexer_bytes "
+                                     f"or GUIDEWIRE_LEXER_BYTES)")
         self.nbytes += size
         self._states.append(nfa_set)
         self._index[nfa_set] = sid

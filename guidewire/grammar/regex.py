@@ -344,13 +344,22 @@ def compile_into(nfa: NFA, pattern: str, flags: int = 0) -> RegexFragment:
 
 
 def literal_into(nfa: NFA, text: str, ignore_case: bool = False) -> RegexFragment:
-    """Add an exact string (optionally case-insensitive) to ``nfa``."""
+    """Add an exact string (optionally case-insensitive) to ``nfa``.
+
+    A case-insensitive literal (Lark's ``"select"i``) folds an ASCII letter to its ASCII pair
+    only, as SQL and most languages read keywords; Python's ``re`` would also let ``ſ`` match
+    ``s`` and the Kelvin sign ``K`` match ``k``. Non-ASCII characters fold as ``re`` does.
+    """
     start = nfa.add_state()
     cur = start
     for ch in text:
         nxt = nfa.add_state()
         iv = ((ord(ch), ord(ch)),)
-        nfa.add_chars(cur, nxt, case_fold(iv) if ignore_case else iv)
+        if ignore_case and ch.isascii() and ch.isalpha():
+            iv = tuple(sorted({(ord(ch.lower()),) * 2, (ord(ch.upper()),) * 2}))
+        elif ignore_case:
+            iv = case_fold(iv)
+        nfa.add_chars(cur, nxt, iv)
         cur = nxt
     return RegexFragment(start, cur, False, not text)
 

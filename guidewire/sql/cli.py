@@ -34,8 +34,10 @@ def run(args) -> int:
 
     if args.candidates < 1 or args.max_tokens < 1 or args.max_rows < 1:
         raise ValueError("--candidates, --max-tokens and --max-rows must be >= 1")
-    if "://" not in args.database and not os.path.isfile(args.database):
-        raise FileNotFoundError(f"no such database file: {args.database!r} (a SQLite file or a SQLAlchemy URL)")
+    if "://" not in args.database and not os.path.exists(args.database):
+        from .errors import DatabaseError
+
+        raise DatabaseError(f"database file {args.database!r} does not exist (give a SQLite file or a SQLAlchemy URL)")
 
     from ..runtime.loading import set_num_threads
     from .pipeline import text_to_sql
