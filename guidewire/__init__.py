@@ -11,6 +11,7 @@ __all__ = ["generate_json", "generate", "load_model", "GuidewireError", "Incompl
            "OutputValidationError", "DeadEndError", "text_to_sql", "ModelLoadError", "ContextLengthError",
            "__version__"]
 
+from ._lazy import lazy_getattr  # noqa: E402
 from .core.errors import GuidewireError  # noqa: E402
 
 _LAZY = {
@@ -22,14 +23,4 @@ _LAZY = {
     "text_to_sql": "guidewire.sql",
 }
 
-
-def __getattr__(name):
-    """Lazily import the front-door names (keeps ``import guidewire.core`` free of torch)."""
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'guidewire' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -103,7 +103,7 @@ class HFModel:
         self.calls += 1
         self._cache = out.past_key_values
         self._tokens.extend(tokens)
-        return _fit(out.logits[0].float(), self.vocab_size)
+        return fit_logits(out.logits[0].float(), self.vocab_size)
 
     def prefill(self, tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
         """Reset the cache and run ``tokens``; logits for every position (or the last)."""
@@ -142,8 +142,22 @@ class HFModel:
                 self._forward(kept, last_only=True)
 
 
-def _fit(logits: torch.Tensor, width: int) -> torch.Tensor:
-    """Pad (with -inf) or cut logits to ``width`` columns."""
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ids, attention_mask, position_ids)`` of token rows left-padded to one width, so each row
+    computes what it would alone (positions count only its own tokens)."""
+    if not rows or any(len(r) == 0 for r in rows):
+        raise ValueError("every batch row needs at least one prompt token")
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def fit_logits(logits: torch.Tensor, width: int) -> torch.Tensor:
+    """Pad (with -inf) or cut logits to ``width`` columns (the vocabulary's padded size)."""
     n = logits.shape[-1]
     if n == width:
         return logits
@@ -178,20 +192,12 @@ class HFBatchModel:
                               past_key_values=self._cache, use_cache=True, logits_to_keep=1)
         self.calls += 1
         self._cache = out.past_key_values
-        return _fit(out.logits[:, -1].float(), self.vocab_size)
+        return fit_logits(out.logits[:, -1].float(), self.vocab_size)
 
     def prefill(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:
         """Left-pad the prompts, run them, return each row's next-token logits."""
         rows = [[int(t) for t in r] for r in rows]
-        if not rows or any(not r for r in rows):
-            raise ValueError("every batch row needs at least one prompt token")
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, width - len(r):] = torch.tensor(r)
-            mask[i, width - len(r):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        ids, mask, positions = left_padded(rows, self.pad_id)
         self._cache = _new_cache(self.module)
         self._mask = mask.to(self.device)
         self._pos = torch.tensor([len(r) for r in rows], dtype=torch.long)

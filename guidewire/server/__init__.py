@@ -7,19 +7,10 @@ thread), :mod:`.tools` (tool-call grammar and parser), :mod:`.chat` (prompts),
 :mod:`.cli` (the ``serve`` subcommand).
 """
 
+from .._lazy import lazy_getattr
+
 _LAZY = {"create_app": ".app", "Scheduler": ".scheduler", "Job": ".scheduler"}
 
-
-def __getattr__(name):
-    """Import FastAPI, torch and the scheduler on first use (``guidewire serve --help`` stays cheap)."""
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'guidewire.server' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = ["create_app", "Scheduler", "Job"]

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from ..runtime.model import logits_width
+from ..runtime.model import fit_logits, left_padded, logits_width
 
 
 def _plain_cache():
@@ -67,26 +67,12 @@ class ContinuousBatch:
                               past_key_values=cache, use_cache=True, logits_to_keep=1)
         self.forwards += 1
         logits = out.logits[:, -1].float()
-        n = logits.shape[-1]
-        if n > self.vocab_size:
-            logits = logits[:, :self.vocab_size]
-        elif n < self.vocab_size:
-            logits = torch.cat([logits, logits.new_full((logits.shape[0], self.vocab_size - n),
-                                                        float("-inf"))], dim=1)
-        return logits, out.past_key_values
+        return fit_logits(logits, self.vocab_size), out.past_key_values
 
     def add(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
         """Prefill ``prompts`` as new rows appended after the live ones; their next-token logits."""
         prompts = [[int(t) for t in p] for p in prompts]
-        if not prompts or any(not p for p in prompts):
-            raise ValueError("every new row needs at least one prompt token")
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        ids, mask, positions = left_padded(prompts, self.pad_id)
         cache = _plain_cache()
         mask = mask.to(self.device)
         logits, cache = self._forward(ids.to(self.device), mask, positions.to(self.device), cache)

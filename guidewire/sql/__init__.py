@@ -7,23 +7,13 @@ it in a read-only sandbox (:mod:`.execute`); with several candidates it chooses 
 outcome (:mod:`.pipeline`). ``guidewire bench spider`` is :mod:`.bench`.
 """
 
+from .._lazy import lazy_getattr
 from .errors import DatabaseError, EmptySchemaError, UnsafeQueryError
 
 _LAZY = {"text_to_sql": ".pipeline", "SQLResult": ".pipeline", "Candidate": ".pipeline", "SQLSession": ".pipeline",
          "read_schema": ".schema", "Schema": ".schema"}
 
-
-def __getattr__(name):
-    """Import the pipeline on first use, so ``guidewire sql``'s argument checks run before torch loads."""
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'guidewire.sql' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = ["text_to_sql", "SQLResult", "Candidate", "SQLSession", "read_schema", "Schema", "DatabaseError",
            "EmptySchemaError", "UnsafeQueryError"]
