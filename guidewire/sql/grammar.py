@@ -22,15 +22,8 @@ from .schema import Schema, needs_quotes
 FUNCTIONS = ("count", "sum", "avg", "min", "max", "abs", "length", "lower", "upper", "round", "coalesce",
              "ifnull", "substr", "replace", "trim", "instr", "strftime", "date", "julianday", "total")
 
-_CORE = r"""
-start: query [";"]
-
-query: select_core (compound_op select_core)* [order_by] [limit_clause]
-compound_op: "UNION"i ["ALL"i] | "INTERSECT"i | "EXCEPT"i
-select_core: "SELECT"i ["DISTINCT"i | "ALL"i] result_column ("," result_column)* from_clause [where_clause] [group_by]
-result_column: "*" | table_prefix "." "*" | expr
-
-from_clause: "FROM"i table_ref (join_op table_ref [join_constraint])*
+#: Clauses shared by the plain and the scoped query structure.
+_CLAUSES = r"""
 table_ref: table_name [["AS"i] ALIAS] | "(" query ")" [["AS"i] ALIAS]
 join_op: "," | ["NATURAL"i] ["LEFT"i ["OUTER"i] | "INNER"i | "CROSS"i] "JOIN"i
 join_constraint: "ON"i expr
@@ -40,6 +33,17 @@ group_by: "GROUP"i "BY"i expr ("," expr)* ["HAVING"i expr]
 order_by: "ORDER"i "BY"i ordering_term ("," ordering_term)*
 ordering_term: expr ["ASC"i | "DESC"i]
 limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
+"""
+
+_CORE = r"""
+start: query [";"]
+
+query: select_core (compound_op select_core)* [order_by] [limit_clause]
+compound_op: "UNION"i ["ALL"i] | "INTERSECT"i | "EXCEPT"i
+select_core: "SELECT"i ["DISTINCT"i | "ALL"i] result_column ("," result_column)* from_clause [where_clause] [group_by]
+result_column: "*" | table_prefix "." "*" | expr
+
+from_clause: "FROM"i table_ref (join_op table_ref [join_constraint])*
 
 """
 
@@ -59,15 +63,6 @@ set_quantifier: "DISTINCT"i | "ALL"i
 result_column: "*" | table_prefix "." "*" | expr
 multi_from: "FROM"i table_ref (join_op table_ref [join_constraint])+
           | "FROM"i "(" query ")" [["AS"i] ALIAS]
-table_ref: table_name [["AS"i] ALIAS] | "(" query ")" [["AS"i] ALIAS]
-join_op: "," | ["NATURAL"i] ["LEFT"i ["OUTER"i] | "INNER"i | "CROSS"i] "JOIN"i
-join_constraint: "ON"i expr
-
-where_clause: "WHERE"i expr
-group_by: "GROUP"i "BY"i expr ("," expr)* ["HAVING"i expr]
-order_by: "ORDER"i "BY"i ordering_term ("," ordering_term)*
-ordering_term: expr ["ASC"i | "DESC"i]
-limit_clause: "LIMIT"i NUMBER ["OFFSET"i NUMBER]
 """
 
 _JOIN_QUERY = 'query: select_core (compound_op select_core)+ [order_by] [limit_clause]\n     | multi_core [order_by] [limit_clause]\n     | single_query'
@@ -165,14 +160,14 @@ def schema_grammar(schema: Schema, *, scoped: bool = True, joins: bool = True) -
     d = schema.dialect
     if scoped:
         head = _SCOPED_HEAD if joins else _SCOPED_HEAD.replace(_JOIN_QUERY, _SINGLE_ONLY_QUERY)
-        parts = [head, _EXPR.format(s="", col="column_ref")]
+        parts = [head, _CLAUSES, _EXPR.format(s="", col="column_ref")]
         parts.append(_rule("single_query", [f"sq_{i}" for i in range(len(schema.tables))]))
         parts.append(_rule("single_core", [f"sc_{i}" for i in range(len(schema.tables))]))
         for i in range(len(schema.tables)):
             parts.append(_SINGLE.format(i=i))
             parts.append(_EXPR.format(s=f"_{i}", col=f"colref_{i}"))
     else:
-        parts = [_CORE, _EXPR.format(s="", col="column_ref")]
+        parts = [_CORE, _CLAUSES, _EXPR.format(s="", col="column_ref")]
     parts.append(_TERMINALS)
     table_alts, column_alts, qualified = [], [], []
     for i, table in enumerate(schema.tables):

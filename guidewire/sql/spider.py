@@ -89,9 +89,10 @@ def same_result(pred_rows, gold_rows, ordered: bool) -> bool:
 def has_order_by(query: str) -> bool:
     """Whether the outermost query orders its rows (so results compare as sequences)."""
     import sqlglot
+    from sqlglot.errors import SqlglotError
 
     try:
         tree = sqlglot.parse_one(query, read="sqlite")
-    except Exception:
+    except SqlglotError:
         return "order by" in query.lower()
     return tree.args.get("order") is not None
