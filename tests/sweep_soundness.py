@@ -25,6 +25,7 @@ import jsonschema
 sys.path.insert(0, os.path.dirname(__file__))
 
 from test_jsonschema import accepts  # noqa: E402
+from test_jsonschema_fuzz import _integral_float  # noqa: E402
 
 from guidewire.core import Vocab  # noqa: E402
 from guidewire.core.errors import GuidewireError  # noqa: E402
@@ -39,16 +40,6 @@ class _Timeout(Exception):
 
 def _alarm(_sig, _frame):
     raise _Timeout
-
-
-def _integral_float(v) -> bool:
-    if isinstance(v, float):
-        return v == int(v)
-    if isinstance(v, list):
-        return any(_integral_float(x) for x in v)
-    if isinstance(v, dict):
-        return any(_integral_float(x) for x in v.values())
-    return False
 
 
 def main() -> int:
