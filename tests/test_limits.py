@@ -155,21 +155,22 @@ def test_default_budget_and_tiny_caches_do_not_change_masks(smollm2, kind):
 
 def test_api_grammar_cache_is_bounded_in_bytes(smollm2, monkeypatch):
     import guidewire.api as api
+    from guidewire.runtime import registry
 
     api.clear_caches()
     try:
         patterns = ("a+b", "c+d", "[0-9]{3}-x")
         gs = [api.get_grammar("regex", p, smollm2) for p in patterns]
-        assert len(api._grammars) == 3 and api.get_grammar("regex", "a+b", smollm2) is gs[0]   # a hit
+        assert len(registry._grammars) == 3 and api.get_grammar("regex", "a+b", smollm2) is gs[0]   # a hit
         assert all(g.memory_bytes() > 0 for g in gs)
-        monkeypatch.setattr(api._grammars, "max_bytes", sum(g.memory_bytes() for g in gs[1:]) + 1)
+        monkeypatch.setattr(registry._grammars, "max_bytes", sum(g.memory_bytes() for g in gs[1:]) + 1)
         newest = api.get_grammar("regex", "q+", smollm2)   # over the bound: the oldest go first
-        assert api._grammars.values()[-1] is newest
-        assert sum(g.memory_bytes() for g in api._grammars.values()) <= api._grammars.max_bytes
-        assert len(api._grammars) < 4
-        monkeypatch.setattr(api._grammars, "max_bytes", 1)   # only the newest grammar stays
+        assert registry._grammars.values()[-1] is newest
+        assert sum(g.memory_bytes() for g in registry._grammars.values()) <= registry._grammars.max_bytes
+        assert len(registry._grammars) < 4
+        monkeypatch.setattr(registry._grammars, "max_bytes", 1)   # only the newest grammar stays
         last = api.get_grammar("regex", "z+", smollm2)
-        assert api._grammars.values() == [last]
+        assert registry._grammars.values() == [last]
     finally:
         api.clear_caches()
 

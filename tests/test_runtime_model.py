@@ -130,9 +130,10 @@ def test_generate_json_small_schemas(smol_model):
 @pytest.mark.skipif(not _has_json_schema(), reason="guidewire.grammar.compile_json_schema not available yet")
 def test_cli_json(smol_model, tmp_path, capsys):
     from guidewire import api
+    from guidewire.runtime import registry
     from guidewire.cli import main
 
-    api._models["smollm2"] = smol_model  # reuse the session's model
+    registry._models["smollm2"] = smol_model  # reuse the session's model
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
               "additionalProperties": False}
     path = tmp_path / "s.json"
@@ -175,6 +176,7 @@ def test_speculative_greedy_output_equals_plain_on_extraction(smol_model):
 
 def test_context_window_is_enforced_before_prefill(smol_model):
     from guidewire import api
+    from guidewire.runtime import registry
     from guidewire.runtime import ContextLengthError
 
     assert smol_model.max_context == 8192  # SmolLM2's max_position_embeddings
