@@ -45,12 +45,18 @@ class TerminalSpec:
     builder: object = None   # optional callable(nfa) -> RegexFragment building the terminal directly
     key: object = None       # hashable; equal keys mean equal builder automata (shared across compiles)
     origin: str = ""         # where it comes from (a JSON pointer...), named in build errors
+    virtual: bool = False    # never lexed: the parser is fed it by a post-lexer (``%declare``d)
+    lexical: bool = False    # lexed although no rule uses it (a post-lexer reads it)
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
              vocab: Vocab, *, source: str = "", lazy_terminals: bool = True,
-             allow_nullable: bool = False) -> CompiledGrammar:
-    """Compile terminal specs and BNF rules (symbols: terminal index, or ``len(terminals)+k``)."""
+             allow_nullable: bool = False, parser=None) -> CompiledGrammar:
+    """Compile terminal specs and BNF rules (symbols: terminal index, or ``len(terminals)+k``).
+
+    ``parser(cfg, dfa)``, when given, builds the parser automaton in place of a plain
+    :class:`EarleyAutomaton` (a post-lexer such as the indenter of ``indent.py``).
+    """
     n_terms = len(terminals)
     names = [t.name for t in terminals] + list(nonterminal_names)
     nfa = NFA()
@@ -60,10 +66,11 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
     used_in_rules = {s for _lhs, rhs in rules for s in rhs if s < n_terms}
     for tid, spec in enumerate(terminals):
         first = len(nfa)
-        if tid not in used_in_rules and not spec.ignored:
+        if spec.virtual or (tid not in used_in_rules and not spec.ignored and not spec.lexical):
             s, e = nfa.add_state(), nfa.add_state()  # never matches: keeps ids aligned
             lex_terms.append(Terminal(spec.name, s, e))
-            empty.add(tid)
+            if not spec.virtual:
+                empty.add(tid)
             if placed is not None:
                 placed.append((first, FragmentFacts(b"\0\1", False)))
             continue
@@ -89,10 +96,11 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
                                   lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family))
     dfa = ByteDFA(nfa, lex_terms, fragments=placed)
     for tid in range(n_terms):
-        if tid not in empty and not _has_path(dfa, lex_terms[tid]):
+        if tid not in empty and not terminals[tid].virtual and not _has_path(dfa, lex_terms[tid]):
             empty.add(tid)
     cfg = CFG.build(n_terms, rules, start, names, empty_terms=empty)
-    grammar = CompiledGrammar(dfa, EarleyAutomaton(cfg), vocab, source=source)
+    automaton = EarleyAutomaton(cfg) if parser is None else parser(cfg, dfa)
+    grammar = CompiledGrammar(dfa, automaton, vocab, source=source)
     grammar.check_satisfiable()
     return grammar
 
@@ -148,7 +156,27 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
 
 
 def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> CompiledGrammar:
-    """Compile Lark EBNF text. Syntax errors raise :class:`GrammarSyntaxError` with line/column."""
+    """Compile Lark EBNF text. Syntax errors raise :class:`GrammarSyntaxError` with line/column.
+
+    A grammar that ``%declare``\ s ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` is indentation-
+    sensitive: they come from line breaks and the whitespace after them, as Python's tokenizer
+    makes them (see ``indent.py``; the built-in ``python`` grammar is one).
+    """
+    specs, rules, start_id, nt_names, declared = lark_to_bnf(grammar_text, start)
+    if declared:
+        from .indent import INDENT_TERMINALS, compile_indented
+
+        if set(declared) != set(INDENT_TERMINALS):
+            raise GrammarSyntaxError(
+                f"%declare supports exactly {', '.join(INDENT_TERMINALS)} (an indentation-sensitive "
+                f"grammar); got {', '.join(sorted(declared))}", *_locate(grammar_text, "%declare"))
+        return compile_indented(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+    return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+
+
+def lark_to_bnf(grammar_text: str, start: str = "start"):
+    """Lark EBNF text -> ``(terminal specs, BNF rules, start id, nonterminal names, declared)``:
+    ``declared`` names the ``%declare``\ d terminals, which are virtual specs at the end of the list."""
     from lark.exceptions import GrammarError, LarkError, UnexpectedInput
     from lark.load_grammar import load_grammar
 
@@ -163,6 +191,7 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
     except LarkError as exc:
         line, col = _locate(grammar_text, str(exc))
         raise GrammarSyntaxError(str(exc), line, col) from None
+    declared = [name for name, (tree, _p) in grammar.term_defs if tree is None]
     term_index = {t.name: i for i, t in enumerate(lark_terms)}
     specs = []
     for t in lark_terms:
@@ -180,6 +209,9 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
                 raise _regex_error_in_grammar(grammar_text, t.name, pat.value, exc) from None
             specs.append(TerminalSpec(t.name, pat.value, priority=t.priority, ignored=t.name in ignore,
                                       flags=flags))
+    for name in declared:
+        term_index[name] = len(specs)
+        specs.append(TerminalSpec(name, "", virtual=True))
     nt_index: dict[str, int] = {}
     n_terms = len(specs)
 
@@ -201,7 +233,7 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
         raise GrammarSyntaxError(f"the start rule {start!r} is not defined")
     start_id = nt_index[start]
     nt_names = sorted(nt_index, key=nt_index.get)
-    return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+    return specs, rules, start_id, nt_names, declared
 
 
 def _regex_error_in_grammar(text: str, name: str, pattern: str, exc: RegexSyntaxError) -> GrammarSyntaxError:
@@ -248,8 +280,8 @@ def _locate(text: str, message: str) -> tuple[int | None, int | None]:
 
 @lru_cache(maxsize=None)
 def builtin_grammar(name: str) -> str:
-    """Text of a grammar that ships with guidewire: ``json``, ``sql``, ``arithmetic``."""
+    """Text of a grammar that ships with guidewire: ``json``, ``sql``, ``arithmetic``, ``python``."""
     try:
         return resources.files("guidewire.grammar.grammars").joinpath(f"{name}.lark").read_text()
     except FileNotFoundError:
-        raise KeyError(f"no built-in grammar {name!r}; available: json, sql, arithmetic") from None
+        raise KeyError(f"no built-in grammar {name!r}; available: json, sql, arithmetic, python") from None
