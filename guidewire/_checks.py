@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 #: names of the built-in Lark grammars (``guidewire.grammar.builtin_grammar``)
-BUILTIN_GRAMMARS = ("json", "sql", "arithmetic")
+BUILTIN_GRAMMARS = ("json", "sql", "arithmetic", "python")
 #: drafters the front door can build (``model`` needs a draft model, which it does not take)
 FRONT_DOOR_DRAFTERS = ("forced", "copy", "lookup", "sam")
 DEFAULT_DRAFTERS = "forced,copy,lookup,sam"
