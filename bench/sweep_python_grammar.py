@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import bisect
 import io
 import json
 import os
@@ -129,8 +130,6 @@ class Sweeper:
 
     def file(self, path: str) -> dict:
         """Sweep one file; a dict of what happened (see the module doc)."""
-        import numpy as np
-
         from guidewire.core import allocate_token_bitmask
 
         out = {"path": path}
@@ -140,10 +139,6 @@ class Sweeper:
             out["why"] = why
             return out
         data = text.encode("utf-8")
-        if len(data) > MAX_FILE_BYTES:
-            out["status"] = "excluded"
-            out["why"] = f"larger than {MAX_FILE_BYTES} bytes"
-            return out
         g = self._grammar()
         rng = random.Random(f"{self.seed}:{path}")
         ids = self.tok(text, add_special_tokens=False)["input_ids"]
@@ -188,8 +183,6 @@ class Sweeper:
             out["why"] = "the whole file is not accepted at its end"
             return out
         corr = []
-        import bisect
-
         for kind, p, ins in corruption_points(text, data, rng, self.corruptions):
             k = bisect.bisect_right(bounds, p) - 1
             s, q = states[k]
@@ -218,6 +211,12 @@ def _run(path):
     return r
 
 
+def _progress(results: list, t0: float) -> None:
+    if len(results) % 50 == 0:
+        bad = sum(r["status"] in ("false-rejection", "error") for r in results)
+        print(f"{len(results)} files, {bad} refused, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
 def pct(xs, q):
     """The ``q``-quantile of ``xs`` (nearest rank)."""
     xs = sorted(xs)
@@ -232,6 +231,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--corruptions", type=int, default=2, help="corruptions per kind per file")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES,
+                    help="files larger than this are not sampled (counted in the report)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import sysconfig
@@ -239,6 +240,9 @@ def main(argv=None) -> dict:
     roots = args.root or [sysconfig.get_paths()["stdlib"]]
     files = list_files(roots)
     files = [f for f in files if "site-packages" not in f or any("site-packages" in r for r in roots)]
+    sizes = {f: os.path.getsize(f) for f in files}
+    too_big = [f for f in files if sizes[f] > args.max_bytes]
+    files = [f for f in files if sizes[f] <= args.max_bytes]
     random.Random(args.seed).shuffle(files)
     if args.files:
         files = files[:args.files]
@@ -250,10 +254,12 @@ def main(argv=None) -> dict:
         with mp.get_context("fork").Pool(args.workers, _init, (args.cuts, args.corruptions, args.seed)) as pool:
             for r in pool.imap_unordered(_run, files, chunksize=4):
                 results.append(r)
+                _progress(results, t0)
     else:
         _init(args.cuts, args.corruptions, args.seed)
         for f in files:
             results.append(_run(f))
+            _progress(results, t0)
     wall = time.perf_counter() - t0
     acc = [r for r in results if r["status"] == "accepted"]
     bad = [r for r in results if r["status"] in ("false-rejection", "error")]
@@ -269,6 +275,7 @@ def main(argv=None) -> dict:
     missed = [(r["path"], kind, where) for r in acc for kind, rejected, where in r["corruptions"] if not rejected]
     compiles = [c for r in results for c in r.get("compiles", [])]
     report = {
+        "roots": roots, "max_bytes": args.max_bytes, "larger_files_not_sampled": len(too_big),
         "files": len(results), "accepted": len(acc), "false_rejections": len(bad), "excluded": len(excl),
         "bytes": sum(r["bytes"] for r in acc), "tokens": sum(r["tokens"] for r in acc),
         "cuts": len(cold), "wall_s": round(wall, 1), "workers": args.workers,

@@ -195,7 +195,7 @@ def generate(prompt: str | Sequence[dict], *, json_schema=None, regex: str | Non
              min_p: float = 0.0, chat: bool = True, system: str | None = None, stream: bool = False,
              return_result: bool = False, speculative=False, **schema_options):
     """Generate text, optionally constrained by one of ``json_schema=``, ``regex=``, ``grammar=``
-    (Lark text, a built-in name ``json``/``sql``/``arithmetic``, or a compiled grammar) or
+    (Lark text, a built-in name ``json``/``sql``/``arithmetic``/``python``, or a compiled grammar) or
     ``choices=`` (a list of strings; the output is exactly one of them).
 
     Returns the text; with ``stream=True`` a :class:`~guidewire.runtime.TextStream` of text

@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("prompt", help="the instruction for the model (wrapped in its chat template unless --raw)")
     group = pg.add_mutually_exclusive_group()
     group.add_argument("--regex", help="the output must fully match this regex (Python syntax)")
-    group.add_argument("--grammar", help="a Lark grammar file, or a built-in grammar: json, sql, arithmetic")
+    group.add_argument("--grammar", help="a Lark grammar file, or a built-in grammar: json, sql, arithmetic, python")
     group.add_argument("--json-schema", help="a JSON Schema file")
     group.add_argument("--choices", help="comma-separated list; the output is exactly one of them")
     _common(pg)

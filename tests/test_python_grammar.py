@@ -276,3 +276,65 @@ def test_limits_and_declare_errors(py, smollm2):
     with pytest.raises(GrammarSyntaxError, match="declare"):
         compile_lark('start: A _FOO\nA: "a"\n%declare _FOO\n', smollm2)
     assert "python" in builtin_grammar.__doc__ and "_INDENT" in builtin_grammar("python")
+
+
+INDENTED = """
+start: item*
+item: NAME ":" NAME _NEWLINE | NAME ":" _NEWLINE _INDENT item+ _DEDENT
+NAME: /[a-z]+/
+%declare _NEWLINE _INDENT _DEDENT
+"""
+LARK_INDENTED = r"""
+start: (_NEWLINE | item)*
+item: NAME ":" NAME _NEWLINE | NAME ":" _NEWLINE _INDENT item+ _DEDENT
+NAME: /[a-z]+/
+_NEWLINE: (/\n[ ]*/)+
+%ignore /[ ]+/
+%declare _INDENT _DEDENT
+"""
+
+
+def test_a_custom_indented_grammar_matches_larks_indenter(smollm2):
+    from lark import Lark, UnexpectedInput
+    from lark.indenter import Indenter
+
+    class Ind(Indenter):
+        NL_type, OPEN_PAREN_types, CLOSE_PAREN_types = "_NEWLINE", [], []
+        INDENT_type, DEDENT_type, tab_len = "_INDENT", "_DEDENT", 8
+
+    oracle = Lark(LARK_INDENTED, parser="lalr", postlex=Ind())
+    g = compile_lark(INDENTED, smollm2)
+    seen = {True: 0, False: 0}
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.data())
+    def doc(data):
+        lines, unit = [], data.draw(st.integers(1, 4))
+
+        def block(depth, n):
+            for _ in range(n):
+                if depth < 3 and data.draw(st.booleans()):
+                    lines.append([depth * unit, "a:"])
+                    block(depth + 1, data.draw(st.integers(1, 2)))
+                else:
+                    lines.append([depth * unit, "a: b"])
+        block(0, data.draw(st.integers(1, 3)))
+        for line in lines[1:]:
+            if data.draw(st.integers(0, 5)) == 0:
+                line[0] = max(0, line[0] + data.draw(st.sampled_from([-2, -1, 1, 2])))
+        text = "\n".join(" " * w + s + (" " * data.draw(st.integers(0, 1))) for w, s in lines) + "\n"
+        if data.draw(st.booleans()):
+            text = text.replace("\n", "\n" + " " * data.draw(st.integers(0, 6)) + "\n", 1)
+        try:
+            oracle.parse(text)
+            want = True
+        except UnexpectedInput:
+            want = False
+        except Exception as exc:   # Lark's DedentError for a dedent to a level never opened
+            assert type(exc).__name__ == "DedentError"
+            want = False
+        assert accepts(g, text) == want, text
+        seen[want] += 1
+
+    doc()
+    assert seen[True] >= 30 and seen[False] >= 30, seen

@@ -81,7 +81,7 @@ def get_grammar(kind: str, spec, vocab, **options):
 
     ``kind`` is ``"json_schema"`` (``spec``: dict, JSON text or Pydantic model class; ``options``
     go to ``compile_json_schema``), ``"regex"``, ``"lark"`` (grammar text or a built-in name:
-    json, sql, arithmetic) or ``"choices"`` (a list of strings).
+    json, sql, arithmetic, python) or ``"choices"`` (a list of strings).
     """
     if kind == "json_schema":
         spec_key = _schema_key(spec)
