@@ -282,6 +282,14 @@ def _locate(text: str, message: str) -> tuple[int | None, int | None]:
 def builtin_grammar(name: str) -> str:
     """Text of a grammar that ships with guidewire: ``json``, ``sql``, ``arithmetic``, ``python``."""
     try:
-        return resources.files("guidewire.grammar.grammars").joinpath(f"{name}.lark").read_text()
+        text = resources.files("guidewire.grammar.grammars").joinpath(f"{name}.lark").read_text()
     except FileNotFoundError:
         raise KeyError(f"no built-in grammar {name!r}; available: json, sql, arithmetic, python") from None
+    if name == "python":   # identifiers exactly as CPython reads them, from Python's own tables
+        from .indent import python_identifier_regex
+
+        text = text.replace(_APPROX_PYTHON_NAME, "NAME: /" + python_identifier_regex() + "/")
+    return text
+
+
+_APPROX_PYTHON_NAME = "NAME: /[^\\W\\d]\\w*/"

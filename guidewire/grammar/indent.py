@@ -26,6 +26,8 @@ pending or missing ``_NEWLINE`` and the open levels' ``_DEDENT`` are implied.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..core.errors import LimitExceededError
 
 INDENT_TERMINALS = ("_NEWLINE", "_INDENT", "_DEDENT")
@@ -316,3 +318,24 @@ def compile_python(vocab):
     from .frontend import builtin_grammar, compile_lark
 
     return compile_lark(builtin_grammar("python"), vocab)
+
+
+@lru_cache(maxsize=1)
+def python_identifier_regex() -> str:
+    """A regex for exactly the identifiers CPython's tokenizer accepts: an XID_Start character or
+    ``_``, then XID_Continue characters (decided by this Python's own ``str.isidentifier``)."""
+
+    def ranges(pred) -> str:
+        out, start = [], None
+        for c in range(0x80, 0x110001):
+            ok = c < 0x110000 and pred(chr(c))
+            if ok and start is None:
+                start = c
+            elif not ok and start is not None:
+                out.append(f"\\U{start:08x}-\\U{c - 1:08x}" if c - 1 > start else f"\\U{start:08x}")
+                start = None
+        return "".join(out)
+
+    first = "A-Za-z_" + ranges(str.isidentifier)
+    rest = "0-9A-Za-z_" + ranges(lambda ch: ("a" + ch).isidentifier())
+    return f"[{first}][{rest}]*"
