@@ -38,7 +38,8 @@ def main(argv=None) -> dict:
     root = sysconfig.get_paths()["stdlib"]
 
     def walk(name: str) -> list[float]:
-        text = open(os.path.join(root, name), encoding="utf-8").read()
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            text = f.read()
         ids = tok(text, add_special_tokens=False)["input_ids"][:args.tokens]
         m = g.matcher()
         times = []

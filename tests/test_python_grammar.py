@@ -28,8 +28,8 @@ from guidewire.core import GrammarSyntaxError, allocate_token_bitmask
 from guidewire.grammar import builtin_grammar, compile_lark, compile_python
 
 HERE = os.path.dirname(__file__)
-SNIPPETS = [s for s in open(os.path.join(HERE, "python_snippets.txt"), encoding="utf-8").read().split("\n====\n")
-            if s.strip()]
+with open(os.path.join(HERE, "python_snippets.txt"), encoding="utf-8") as _f:
+    SNIPPETS = [s for s in _f.read().split("\n====\n") if s.strip()]
 # small stdlib modules of every CPython 3.11 (tokenized with SmolLM2 below)
 STDLIB_FILES = ("bisect.py", "colorsys.py", "fnmatch.py", "keyword.py", "textwrap.py", "graphlib.py",
                 "contextvars.py", "shlex.py", "heapq.py", "reprlib.py")
@@ -143,7 +143,8 @@ def walks(py, smollm2, smol_tokenizer):
     out = []
     for name in STDLIB_FILES:
         path = os.path.join(root, name)
-        text = open(path, encoding="utf-8").read()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
         assert ast_ok(text)
         ids = smol_tokenizer(text, add_special_tokens=False)["input_ids"]
         data = text.encode()

@@ -158,7 +158,7 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
 def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> CompiledGrammar:
     """Compile Lark EBNF text. Syntax errors raise :class:`GrammarSyntaxError` with line/column.
 
-    A grammar that ``%declare``\ s ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` is indentation-
+    A grammar that declares (``%declare``) ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` is indentation-
     sensitive: they come from line breaks and the whitespace after them, as Python's tokenizer
     makes them (see ``indent.py``; the built-in ``python`` grammar is one).
     """
@@ -176,7 +176,7 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
 
 def lark_to_bnf(grammar_text: str, start: str = "start"):
     """Lark EBNF text -> ``(terminal specs, BNF rules, start id, nonterminal names, declared)``:
-    ``declared`` names the ``%declare``\ d terminals, which are virtual specs at the end of the list."""
+    ``declared`` names the ``%declare``-d terminals, which are virtual specs at the end of the list."""
     from lark.exceptions import GrammarError, LarkError, UnexpectedInput
     from lark.load_grammar import load_grammar
 

@@ -1,6 +1,6 @@
 """Indentation-sensitive grammars: NEWLINE/INDENT/DEDENT from line breaks, as Python's tokenizer.
 
-A grammar that ``%declare``\\ s ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` (the built-in ``python``
+A grammar that declares (``%declare``) ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` (the built-in ``python``
 grammar) uses them as ordinary terminals, but no lexer rule spells them: they are fed to the
 Earley parser by :class:`IndentAutomaton`, a post-lexer in the style of Lark's ``Indenter`` and
 CPython's tokenizer, from these lexical terminals (added to the grammar's own):
