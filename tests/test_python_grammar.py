@@ -339,3 +339,30 @@ def test_a_custom_indented_grammar_matches_larks_indenter(smollm2):
 
     doc()
     assert seen[True] >= 30 and seen[False] >= 30, seen
+
+
+def test_the_grammar_cache_rebuilds_a_grammar_whose_parser_states_near_their_bound(smollm2):
+    from guidewire.core import Limits
+    from guidewire.grammar.cache import GrammarCache
+
+    cache = GrammarCache(4, 1 << 34)
+    bound = 6 << 20
+
+    def build():
+        g = compile_python(smollm2)
+        g.set_limits(Limits(parser_bytes=bound))
+        return g
+
+    g = cache.get_or_build("k", build)
+    m = g.matcher()
+    b2t = smollm2.bytes_to_tokens()
+    steps = 0
+    while g.earley.nbytes <= bound // 2:
+        for b in b"x%d = (y + 1) * z\n" % steps:
+            assert m.advance(b2t[bytes([b])])
+        steps += 1
+        assert steps < 5000
+    assert cache.get("k") is None                       # dropped on lookup, not handed out again
+    fresh = cache.get_or_build("k", build)
+    assert fresh is not g and fresh.earley.nbytes < bound // 2 and cache.get("k") is fresh
+    assert m.advance(b2t[b"y"]) and steps > 20          # the running matcher keeps its grammar

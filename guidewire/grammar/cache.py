@@ -3,7 +3,12 @@
 Front-door layers (``guidewire.api``, the server) keep compiled grammars across requests. A
 grammar grows as it is used (lexer states, Earley sets, token tables, masks), so the bound is
 re-checked on every insertion against :meth:`CompiledGrammar.memory_bytes`; the newest grammar
-always stays, so a single oversized grammar is still usable.
+always stays, so a single oversized grammar is still usable. A grammar whose parser or lexer
+state space has used more than half of its own bound (``parser_bytes``, ``lexer_bytes``: states
+that matchers point into, never evicted) is dropped on lookup, so the next request compiles a
+fresh one instead of failing later with ``LimitExceededError`` (a grammar whose every position
+opens new Earley sets, such as ``python``, fills 256 MiB after a few thousand masked tokens).
+Matchers already running keep the grammar they hold.
 """
 
 from __future__ import annotations
@@ -11,6 +16,20 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
+
+STALE_FRACTION = 0.5   # a grammar whose state space passed this share of its bound is rebuilt
+
+
+def _stale(g) -> bool:
+    """Whether ``g``'s lexer or parser states use more than :data:`STALE_FRACTION` of their bound."""
+    limits = getattr(g, "limits", None)
+    if limits is None:
+        return False
+    for part, bound in ((getattr(g, "earley", None), limits.parser_bytes),
+                        (getattr(g, "dfa", None), limits.lexer_bytes)):
+        if part is not None and bound and part.nbytes > bound * STALE_FRACTION:
+            return True
+    return False
 
 
 class GrammarCache:
@@ -41,9 +60,13 @@ class GrammarCache:
             return list(self._items.values())
 
     def get(self, key: Hashable):
-        """The grammar stored under ``key`` (now the most recently used), or None."""
+        """The grammar stored under ``key`` (now the most recently used), or None (also when its
+        state space is near its bound: it is dropped, see the module doc)."""
         with self._lock:
             g = self._items.get(key)
+            if g is not None and _stale(g):
+                del self._items[key]
+                return None
             if g is not None:
                 self._items.move_to_end(key)
             return g
