@@ -162,7 +162,7 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
     sensitive: they come from line breaks and the whitespace after them, as Python's tokenizer
     makes them (see ``indent.py``; the built-in ``python`` grammar is one).
     """
-    specs, rules, start_id, nt_names, declared = lark_to_bnf(grammar_text, start)
+    specs, rules, start_id, nt_names, declared = _lark_to_bnf(grammar_text, start)
     if declared:
         from .indent import INDENT_TERMINALS, compile_indented
 
@@ -174,7 +174,7 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
     return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
 
 
-def lark_to_bnf(grammar_text: str, start: str = "start"):
+def _lark_to_bnf(grammar_text: str, start: str = "start"):
     """Lark EBNF text -> ``(terminal specs, BNF rules, start id, nonterminal names, declared)``:
     ``declared`` names the ``%declare``-d terminals, which are virtual specs at the end of the list."""
     from lark.exceptions import GrammarError, LarkError, UnexpectedInput
