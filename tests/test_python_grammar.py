@@ -366,3 +366,34 @@ def test_the_grammar_cache_rebuilds_a_grammar_whose_parser_states_near_their_bou
     fresh = cache.get_or_build("k", build)
     assert fresh is not g and fresh.earley.nbytes < bound // 2 and cache.get("k") is fresh
     assert m.advance(b2t[b"y"]) and steps > 20          # the running matcher keeps its grammar
+
+
+def test_random_walks_over_the_masks_end_only_in_valid_python(py, smollm2):
+    """Soundness: follow random allowed tokens; whenever EOS is allowed and taken, CPython must
+    accept the text (an allowed token that is not a viable prefix would surface here)."""
+    from guidewire.core import bitmask_to_ids
+
+    rng = random.Random(7)
+    short = {t for t, b in enumerate(smollm2.token_bytes) if 0 < len(b) <= 3}
+    punct = {t for t in short if any(c in b"()[]{}:=,.;*'\"\n\\@#" for c in smollm2.token_bytes[t])}
+    ended, lengths = 0, []
+    for _walk in range(120):
+        m = py.matcher()
+        out = b""
+        for step in range(rng.randint(4, 25)):
+            allowed = bitmask_to_ids(m.current_mask(), smollm2.vocab_size).tolist()
+            assert allowed, out
+            eos = [t for t in allowed if t in smollm2.eos_ids]
+            if eos and step >= 3 and rng.random() < 0.5:
+                assert m.advance(eos[0]) and m.is_terminated()
+                break
+            pool = [t for t in allowed if t in (punct if rng.random() < 0.6 else short)] or allowed
+            t = rng.choice(pool)
+            assert m.advance(t)
+            out += smollm2.token_bytes[t]
+        else:
+            continue
+        assert ast_ok(out.decode("utf-8")), out
+        ended += 1
+        lengths.append(len(out))
+    assert ended >= 20 and sorted(lengths)[len(lengths) // 2] >= 5, (ended, lengths)
