@@ -69,8 +69,8 @@ class ArityMonitor(Monitor):
     def _step(self, state, data, buf):
         if state[0] == "active":
             res = run(state[1], state[2], signature_of(data))
-            if res is REJECT:  # advance() checks the mask first; kept for direct callers
-                raise AssertionError("arity monitor advanced over a rejected token")
+            if res is REJECT:  # only unchecked text (advance_bytes) can break the rule
+                return _DORMANT
             if not (res and res[0] == DONE):
                 return ("active", state[1], res, state[3])
         paren = call_trigger(buf)

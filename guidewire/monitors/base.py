@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..core.bitmask import fill_row
+from ..core.bitmask import fill_row, ids_to_bitmask
 from ..core.vocab import Vocab
 from .analysis import AnalysisError, AnalysisTimeout, Backend
 
@@ -205,6 +205,23 @@ class Monitor:
             return False
         words = self.current_mask()
         return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    def advance_bytes(self, data: bytes) -> None:
+        """Append raw text without a mask check (for a composition that gives the monitor part
+        of a token); undone by one :meth:`rollback` step like a token."""
+        state = self._current()
+        self._hist.append((len(self._buf), state))
+        self._buf.extend(data)
+        self._state = self._step(state, data, bytes(self._buf))
+
+    def _free_row(self) -> np.ndarray:
+        """Every ordinary token and EOS (the row of a switched-off monitor)."""
+        row = self.vocab._cache.get("monitor_free_row")
+        if row is None:
+            row = ids_to_bitmask(self.vocab.normal_ids, self.vocab.vocab_size) | \
+                ids_to_bitmask(sorted(self.vocab.eos_ids), self.vocab.vocab_size)
+            self.vocab._cache["monitor_free_row"] = row
+        return row
 
     def advance(self, token_id: int) -> bool:
         """Consume ``token_id``; False and no state change if it is not allowed."""

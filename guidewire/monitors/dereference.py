@@ -115,7 +115,10 @@ class DereferenceMonitor(Monitor):
         if state[0] == "active":
             n = ident_head(data)
             if n == len(data):
-                return ("active", state[1], state[2] + data)
+                partial = state[2] + data
+                if any(name.startswith(partial) for name in state[1].names):
+                    return ("active", state[1], partial)
+                return _DORMANT  # only unchecked text (advance_bytes) can leave the names
         hit = dot_trigger(buf)
         if hit is None or hit[0] < len(buf) - len(data):
             return _DORMANT  # no dot in this token: an abstained or finished name goes on unmasked
