@@ -135,6 +135,32 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def summarize(rows: list[dict], args) -> dict:
+    """The summary of per-point rows (match, invalid share, trigger times, abstentions)."""
+    n = len(rows)
+    trigger_s = [x for r in rows for x in r["analysis_s"]]
+    abstain: dict[str, int] = {}
+    for r in rows:
+        for a in r["abstentions"]:
+            abstain[a] = abstain.get(a, 0) + 1
+    masked = [r for r in rows if r["triggers"] and not r["abstentions"]]
+    return {
+        "points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
+        "deadline_s": args.deadline,
+        "match_without": sum(r["base_match"] for r in rows) / n,
+        "match_with": sum(r["mon_match"] for r in rows) / n,
+        "invalid_without": sum(r["base_invalid"] for r in rows) / n,
+        "invalid_with": sum(r["mon_invalid"] for r in rows) / n,
+        "points_masked": len(masked),
+        "invalid_with_where_masked": sum(r["mon_invalid"] for r in masked) / max(1, len(masked)),
+        "triggers": len(trigger_s), "abstentions": abstain,
+        "trigger_ms_p50": 1e3 * pct(trigger_s, 0.5), "trigger_ms_p95": 1e3 * pct(trigger_s, 0.95),
+        "trigger_ms_max": 1e3 * max(trigger_s), "trigger_ms_mean": 1e3 * statistics.fmean(trigger_s),
+        "decode_s_without_p50": pct([r["base_s"] for r in rows], 0.5),
+        "decode_s_with_p50": pct([r["mon_s"] for r in rows], 0.5),
+    }
+
+
 def main(argv=None) -> int:
     """Build the dev set, run both arms, write JSONL rows and a summary; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,7 +172,17 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline", type=float, default=0.5, help="monitor analysis deadline (s)")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--out", default="bench/results/monitors")
+    ap.add_argument("--summarize", action="store_true",
+                    help="only recompute summary.json from the rows.jsonl of an earlier (or cut) run")
     args = ap.parse_args(argv)
+    if args.summarize:
+        with open(os.path.join(args.out, "rows.jsonl")) as f:
+            rows = [json.loads(x) for x in f]
+        summary = summarize(rows, args)
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        print(json.dumps(summary, indent=2))
+        return 0
 
     from guidewire.monitors import create_monitor
     from guidewire.runtime.registry import get_model
@@ -167,8 +203,6 @@ def main(argv=None) -> int:
     lm = get_model(args.model)
     stdlib = sysconfig.get_paths()["stdlib"]
     rows = []
-    trigger_s: list[float] = []
-    abstain: dict[str, int] = {}
     rows_path = os.path.join(args.out, "rows.jsonl")
     with open(rows_path, "w") as rf:
         for k, p in enumerate(points):
@@ -180,9 +214,6 @@ def main(argv=None) -> int:
             mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
                                  deadline_s=args.deadline)
             mon_text, mon_s = decode_identifier(lm, ids, mon, args.max_tokens)
-            trigger_s.extend(mon.stats.analysis_s)
-            for r, c in mon.stats.abstention_reasons().items():
-                abstain[r] = abstain.get(r, 0) + c
             names = set(p["names"])
             row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"],
                    "base": first_identifier(base_text), "mon": first_identifier(mon_text),
@@ -204,21 +235,7 @@ def main(argv=None) -> int:
                       f"{sum(r['base_invalid'] for r in rows) / n:.3f} -> "
                       f"{sum(r['mon_invalid'] for r in rows) / n:.3f}", flush=True)
 
-    n = len(rows)
-    summary = {
-        "points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
-        "deadline_s": args.deadline,
-        "match_without": sum(r["base_match"] for r in rows) / n,
-        "match_with": sum(r["mon_match"] for r in rows) / n,
-        "invalid_without": sum(r["base_invalid"] for r in rows) / n,
-        "invalid_with": sum(r["mon_invalid"] for r in rows) / n,
-        "triggers": len(trigger_s), "abstentions": abstain,
-        "trigger_ms_p50": 1e3 * pct(trigger_s, 0.5), "trigger_ms_p95": 1e3 * pct(trigger_s, 0.95),
-        "trigger_ms_max": 1e3 * max(trigger_s), "trigger_ms_mean": 1e3 * statistics.fmean(trigger_s),
-        "first_trigger_ms": 1e3 * rows[0]["analysis_s"][0] if rows[0]["analysis_s"] else None,
-        "decode_s_without_p50": pct([r["base_s"] for r in rows], 0.5),
-        "decode_s_with_p50": pct([r["mon_s"] for r in rows], 0.5),
-    }
+    summary = summarize(rows, args)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary, indent=2))
