@@ -146,6 +146,17 @@ class DeadlineRunner:
         return box.get("value")
 
 
+_JEDI_RUNNER: list = []
+
+
+def _jedi_runner() -> DeadlineRunner:
+    """The one runner every :class:`JediBackend` shares: jedi is not thread-safe, so one query at
+    a time per process (a late query delays the next one, which may then time out itself)."""
+    if not _JEDI_RUNNER:
+        _JEDI_RUNNER.append(DeadlineRunner())
+    return _JEDI_RUNNER[0]
+
+
 class JediBackend:
     """jedi in-process (``jedi.Script(code=buffer, path=sibling, project=Project(root))``)."""
 
@@ -159,7 +170,7 @@ class JediBackend:
         self._jedi = jedi
         self.project_root = os.path.abspath(project_root) if project_root else None
         self._project = jedi.Project(self.project_root) if self.project_root else None
-        self._runner = DeadlineRunner()
+        self._runner = _jedi_runner()
         self._late: OrderedDict = OrderedDict()  # answers that came after their deadline
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):

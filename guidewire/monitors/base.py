@@ -15,6 +15,7 @@ Subclasses define the states (immutable values), how bytes move them (``_step``)
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -80,7 +81,7 @@ class _Shared:
 _MISS = object()
 
 
-class Monitor:
+class Monitor(ABC):
     """A constraint that is dormant until its trigger fires (see the module docstring).
 
     Implements the grammar-matcher protocol of :class:`guidewire.core.Constraint`:
@@ -106,17 +107,17 @@ class Monitor:
         self._state = self._initial_state(bytes(self._buf))
 
     # -- subclass hooks ---------------------------------------------------------------------------
+    @abstractmethod
     def _initial_state(self, buf: bytes):
         """The state for a fresh buffer (may be a pending trigger)."""
-        raise TypeError(f"{type(self).__name__} must define _initial_state")
 
+    @abstractmethod
     def _step(self, state, data: bytes, buf: bytes):
         """State after ``data`` was appended (``buf`` is the buffer including ``data``)."""
-        raise TypeError(f"{type(self).__name__} must define _step")
 
+    @abstractmethod
     def _row(self, state) -> np.ndarray:
         """Packed int32 mask row of a resolved state."""
-        raise TypeError(f"{type(self).__name__} must define _row")
 
     def _pending(self, state) -> bool:
         """Whether ``state`` is a trigger that still needs its analysis."""
