@@ -161,6 +161,45 @@ def summarize(rows: list[dict], args) -> dict:
     }
 
 
+def rerun_timeouts(args) -> int:
+    """Rerun the monitored arm where the first run's analysis timed out (see ``--rerun-timeouts``)."""
+    from guidewire.monitors import create_monitor
+    from guidewire.runtime.registry import get_model
+
+    with open(os.path.join(args.out, "rows.jsonl")) as f:
+        rows = [json.loads(x) for x in f]
+    with open(os.path.join(args.out, f"devset_seed{args.seed}_n{args.points}.jsonl")) as f:
+        names = {(p["file"], p["dot"]): set(p["names"]) for p in map(json.loads, f)}
+    lm = get_model(args.model)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    out_path = os.path.join(args.out, f"rows_rerun_{args.deadline:g}s.jsonl")
+    redone = []
+    with open(out_path, "w") as rf:
+        for r in rows:
+            if "timeout" not in r["abstentions"]:
+                continue
+            path = os.path.join(stdlib, r["file"])
+            with open(path, encoding="utf-8") as f:
+                prefix = f.read().encode("utf-8")[:r["dot"] + 1].decode("utf-8")
+            ids = lm.tokenizer(prefix, add_special_tokens=False)["input_ids"][-args.context:]
+            mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
+                                 deadline_s=args.deadline)
+            text, secs = decode_identifier(lm, ids, mon, args.max_tokens)
+            r = dict(r, mon_text=text, mon=first_identifier(text), mon_s=secs,
+                     triggers=mon.stats.triggers, analysis_s=mon.stats.analysis_s,
+                     abstentions=[a.reason for a in mon.stats.abstentions])
+            r["mon_match"] = r["mon"] == r["attr"]
+            r["mon_invalid"] = r["mon"] not in names[(r["file"], r["dot"])]
+            redone.append(r)
+            rf.write(json.dumps(r) + "\n")
+            rf.flush()
+    summary = summarize(redone, args) if redone else {"points": 0}
+    with open(os.path.join(args.out, f"summary_rerun_{args.deadline:g}s.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def main(argv=None) -> int:
     """Build the dev set, run both arms, write JSONL rows and a summary; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -174,7 +213,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results/monitors")
     ap.add_argument("--summarize", action="store_true",
                     help="only recompute summary.json from the rows.jsonl of an earlier (or cut) run")
+    ap.add_argument("--rerun-timeouts", action="store_true",
+                    help="rerun only the monitored arm of the points of rows.jsonl whose analysis timed "
+                         "out, with --deadline; writes rows_rerun_<deadline>.jsonl and its summary")
     args = ap.parse_args(argv)
+    if args.rerun_timeouts:
+        return rerun_timeouts(args)
     if args.summarize:
         with open(os.path.join(args.out, "rows.jsonl")) as f:
             rows = [json.loads(x) for x in f]
