@@ -11,6 +11,8 @@ import time
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from guidewire.core.bitmask import bitmask_to_bool, bitmask_to_ids
 from guidewire.monitors import (AnalysisTimeout, ArityMonitor, DereferenceMonitor, JediBackend,
@@ -66,19 +68,19 @@ def brute_allowed(vocab, names: list[bytes], partial: bytes) -> np.ndarray:
     return ok
 
 
-def test_ident_index_matches_brute_force(smollm2):
-    rng = random.Random(7)
-    pool = [w.encode() for w in WORDS] + [b"__init__", b"_x", b"a", b"ab", b"abc", b"z9"]
-    checked = 0
-    for _ in range(12):
-        names = rng.sample(pool, rng.randint(1, 8))
-        base = rng.choice(names)
-        partial = base[:rng.randint(0, len(base))]
-        got = bitmask_to_bool(IdentIndex.for_vocab(smollm2).mask(names, partial), smollm2.vocab_size)
-        want = brute_allowed(smollm2, names, partial)
-        assert np.array_equal(got, want), (names, partial, np.flatnonzero(got ^ want)[:10])
-        checked += 1
-    assert checked == 12
+_POOL = [w.encode() for w in WORDS] + [b"__init__", b"_x", b"a", b"ab", b"abc", b"z9", b"\xc3\xa9t\xc3\xa9"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(st.sampled_from(_POOL), min_size=1, max_size=8, unique=True), cut=st.floats(0, 1),
+       pick=st.integers(0, 7))
+def test_ident_index_matches_brute_force(smollm2, names, cut, pick):
+    base = names[pick % len(names)]
+    partial = base[:int(cut * len(base))]
+    got = bitmask_to_bool(IdentIndex.for_vocab(smollm2).mask(names, partial), smollm2.vocab_size)
+    want = brute_allowed(smollm2, names, partial)
+    assert np.array_equal(got, want), (names, partial, np.flatnonzero(got ^ want)[:10])
+    assert got.any()
 
 
 # -- triggers --------------------------------------------------------------------------------------

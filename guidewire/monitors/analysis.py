@@ -16,6 +16,7 @@ imports still resolve), and the buffer text is always passed explicitly.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -174,6 +175,7 @@ class JediBackend:
         self._late: OrderedDict = OrderedDict()  # answers that came after their deadline
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
+        key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if key in self._late:
             return self._late.pop(key)
 

@@ -14,6 +14,7 @@ Subclasses define the states (immutable values), how bytes move them (``_step``)
 
 from __future__ import annotations
 
+import hashlib
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -155,7 +156,11 @@ class Monitor(ABC):
 
         Returns the answer, or None after recording an abstention (timeout, error, no result).
         """
-        key = (kind, bytes(self._buf[:offset + 1]), self.suffix, self.path)
+        h = hashlib.blake2b(digest_size=16)
+        for part in (kind.encode(), bytes(self._buf[:offset + 1]), b"\0", self.suffix.encode(), b"\0",
+                     str(self.path).encode()):
+            h.update(part)
+        key = h.digest()  # a digest, not the buffer: the cache stays small (entries x answer size)
         hit = self._shared.cached(key)
         if hit is not _MISS:
             return hit
