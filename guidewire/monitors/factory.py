@@ -2,25 +2,58 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import threading
+from collections import OrderedDict
+
 from ..core.vocab import Vocab
 from .analysis import Backend, JediBackend
 from .base import Monitor
 
 MONITORS = ("dereference", "arity")
+_LSP_SERVERS = 2  # language servers kept running per process (one per project root)
+_lsp: OrderedDict = OrderedDict()
+_lsp_lock = threading.Lock()
 BACKENDS = ("jedi", "lsp")
+
+
+def _shared_lsp(project_root: str | None):
+    """The running language server for ``project_root`` (started on first use; the least
+    recently used is shut down beyond ``_LSP_SERVERS``; all are shut down at exit)."""
+    from .lsp import LspBackend
+
+    key = os.path.abspath(project_root) if project_root else None
+    with _lsp_lock:
+        be = _lsp.get(key)
+        if be is not None and not be.closed:
+            _lsp.move_to_end(key)
+            return be
+        be = _lsp[key] = LspBackend(project_root)
+        while len(_lsp) > _LSP_SERVERS:
+            _lsp.popitem(last=False)[1].close()
+        if len(_lsp) == 1:
+            atexit.register(close_backends)
+    return be
+
+
+def close_backends() -> None:
+    """Shut down the shared language servers."""
+    with _lsp_lock:
+        while _lsp:
+            _lsp.popitem()[1].close()
 
 
 def make_backend(backend: str | Backend = "jedi", *, project_root: str | None = None) -> Backend:
     """An analysis back end: ``"jedi"`` (in-process), ``"lsp"`` (jedi-language-server through
-    multilspy, see :class:`~.lsp.LspBackend`) or a :class:`~.analysis.Backend` object as is."""
+    multilspy, see :class:`~.lsp.LspBackend`; one server per project root, shared by every monitor
+    of the process) or a :class:`~.analysis.Backend` object as is."""
     if not isinstance(backend, str):
         return backend
     if backend == "jedi":
         return JediBackend(project_root)
     if backend == "lsp":
-        from .lsp import LspBackend
-
-        return LspBackend(project_root)
+        return _shared_lsp(project_root)
     raise ValueError(f"unknown monitor backend {backend!r}; expected one of {BACKENDS}")
 
 

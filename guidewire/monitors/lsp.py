@@ -117,6 +117,11 @@ class LspBackend:
             return None
         return parse_signature_label(sigs[0])
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> None:
         """Shut the server down."""
         if not self._closed:
