@@ -221,8 +221,9 @@ def test_jedi_buffer_is_analysed_not_the_file(tmp_path, smollm2):
 class ScriptedModel:
     """A fake model whose logits strongly prefer the next token of ``script`` (after the prompt)."""
 
-    def __init__(self, vocab_size: int, script: list[int], n_prompt: int):
+    def __init__(self, vocab_size: int, script: list[int], n_prompt: int, fallback: int | None = None):
         self.vocab_size, self.script, self.n_prompt = vocab_size, script, n_prompt
+        self.fallback = fallback  # the second choice at every step
         self.tokens: list[int] = []
         self.calls = 0
 
@@ -232,6 +233,8 @@ class ScriptedModel:
         k = len(self.tokens) - self.n_prompt
         if 0 <= k < len(self.script):
             x[self.script[k]] += 50.0
+        if self.fallback is not None:
+            x[self.fallback] += 20.0
         return x
 
     def prefill(self, tokens, last_only=False):
@@ -315,6 +318,36 @@ def test_arity_matches_inspect_bind(smollm2, smol_tokenizer, jedi_backend):
             rejected += not ok
             checked += 1
     assert checked == 98 and exact >= 20 and rejected >= 10
+
+
+def test_decoding_with_the_arity_monitor_keeps_calls_bindable(smollm2, smol_tokenizer, jedi_backend):
+    import ast
+
+    from guidewire.runtime.decode import decode
+    from guidewire.runtime.sampling import SamplingParams
+    from guidewire.runtime.streaming import decode_text
+
+    prefix = "def area(w, h=1):\n    return w * h\n\n\nprint(area("
+    prompt = encode(smol_tokenizer, prefix)
+    script = encode(smol_tokenizer, "3, 4, 5))")
+    close = smollm2.bytes_to_tokens()[b")"]
+    nargs = {}
+    for arm in ("without", "with"):
+        mon = ArityMonitor(smollm2, prefix, backend=jedi_backend, deadline_s=30) if arm == "with" else None
+        model = ScriptedModel(smollm2.vocab_size, script, len(prompt), fallback=close)
+        res = decode(model, prompt, mon, vocab=smollm2, max_tokens=len(script),
+                     sampling=SamplingParams(temperature=0.0))
+        text = decode_text(smollm2, res.token_ids)
+        call = ast.parse("area(" + text[:text.index(")") + 1]).body[0].value  # the oracle: ast
+        nargs[arm] = len(call.args) + len(call.keywords)
+        if mon is not None:
+            assert mon.stats.triggers == 1 and not mon.stats.abstentions
+    ns: dict = {}
+    exec(prefix.rsplit("\n", 1)[0], ns)
+    sig = inspect.signature(ns["area"])
+    assert nargs["without"] == 3  # the model alone passes three arguments to a two-parameter function
+    sig.bind(*range(nargs["with"]))  # with the monitor the call binds
+    assert nargs["with"] == 2
 
 
 def test_arity_mask_matches_sequential_scan(smollm2, smol_tokenizer):
