@@ -12,6 +12,7 @@ request has the caller's deadline; a late one is cancelled on the event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import pathlib
 import re
@@ -90,7 +91,7 @@ class LspBackend:
             fut = asyncio.run_coroutine_threadsafe(go(), self._loop)
             try:
                 return fut.result(timeout=deadline_s)
-            except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError (3.11)
+            except (TimeoutError, concurrent.futures.TimeoutError) as exc:  # distinct before 3.11
                 fut.cancel()
                 raise AnalysisTimeout(f"{method} did not answer within {deadline_s:.3f} s") from exc
             except Exception as exc:  # noqa: BLE001 -- a protocol or server failure
