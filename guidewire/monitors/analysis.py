@@ -27,7 +27,7 @@ from typing import Callable, Protocol, runtime_checkable
 from ..core.errors import GuidewireError
 
 
-_LATE_ENTRIES = 64
+_ANSWER_ENTRIES = 128  # answers are name lists: a few KiB each
 
 
 class AnalysisTimeout(GuidewireError):
@@ -172,19 +172,25 @@ class JediBackend:
         self.project_root = os.path.abspath(project_root) if project_root else None
         self._project = jedi.Project(self.project_root) if self.project_root else None
         self._runner = _jedi_runner()
-        self._late: OrderedDict = OrderedDict()  # answers that came after their deadline
+        self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
+        self._alock = threading.Lock()
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
         key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        if key in self._late:
-            return self._late.pop(key)
+        with self._alock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
 
         def keep(value):
-            self._late[key] = value
-            while len(self._late) > _LATE_ENTRIES:
-                self._late.popitem(last=False)
+            with self._alock:
+                self._answers[key] = value
+                while len(self._answers) > _ANSWER_ENTRIES:
+                    self._answers.popitem(last=False)
 
-        return self._runner.run(query, deadline_s, on_late=keep)
+        value = self._runner.run(query, deadline_s, on_late=keep)
+        keep(value)
+        return value
 
     def _script(self, code: str, path: str | None):
         kw = {"code": code, "path": buffer_path(path)}

@@ -15,7 +15,23 @@ MONITORS = ("dereference", "arity")
 _LSP_SERVERS = 2  # language servers kept running per process (one per project root)
 _lsp: OrderedDict = OrderedDict()
 _lsp_lock = threading.Lock()
+_JEDI_ROOTS = 8
+_jedi: OrderedDict = OrderedDict()
 BACKENDS = ("jedi", "lsp")
+
+
+def _shared_jedi(project_root: str | None) -> JediBackend:
+    """The process's jedi back end for ``project_root`` (an LRU of ``_JEDI_ROOTS``), so repeated
+    requests on one buffer share its answer cache."""
+    key = os.path.abspath(project_root) if project_root else None
+    with _lsp_lock:
+        be = _jedi.get(key)
+        if be is None:
+            be = _jedi[key] = JediBackend(project_root)
+            while len(_jedi) > _JEDI_ROOTS:
+                _jedi.popitem(last=False)
+        _jedi.move_to_end(key)
+    return be
 
 
 def _shared_lsp(project_root: str | None):
@@ -46,12 +62,12 @@ def close_backends() -> None:
 
 def make_backend(backend: str | Backend = "jedi", *, project_root: str | None = None) -> Backend:
     """An analysis back end: ``"jedi"`` (in-process), ``"lsp"`` (jedi-language-server through
-    multilspy, see :class:`~.lsp.LspBackend`; one server per project root, shared by every monitor
-    of the process) or a :class:`~.analysis.Backend` object as is."""
+    multilspy, see :class:`~.lsp.LspBackend`); one per project root, shared by every monitor of
+    the process (so one server, one answer cache), or a :class:`~.analysis.Backend` object as is."""
     if not isinstance(backend, str):
         return backend
     if backend == "jedi":
-        return JediBackend(project_root)
+        return _shared_jedi(project_root)
     if backend == "lsp":
         return _shared_lsp(project_root)
     raise ValueError(f"unknown monitor backend {backend!r}; expected one of {BACKENDS}")
