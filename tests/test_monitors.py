@@ -217,6 +217,28 @@ def test_jedi_buffer_is_analysed_not_the_file(tmp_path, smollm2):
     assert "on_disk" in names and "only_in_buffer" not in names
 
 
+def test_jedi_process_backend_deadline_late_answer_and_restart(smollm2, smol_tokenizer):
+    from guidewire.monitors.jediproc import JediProcessBackend
+
+    be = JediProcessBackend()
+    try:
+        code = "import collections\nd = collections.OrderedDict()\nd."
+        with pytest.raises(AnalysisTimeout):  # the child is still importing jedi
+            be.attributes(code, *cursor(code), path=None, deadline_s=1e-3)
+        names = be.attributes(code, *cursor(code), path=None, deadline_s=60)  # the late answer, read back
+        assert {n for n in dir(collections.OrderedDict) if not n.startswith("_")} <= set(names)
+        be._proc.kill()
+        be._proc.wait(5)
+        other = "import os\nos.path."
+        assert "join" in be.attributes(other, *cursor(other), path=None, deadline_s=60)
+        assert be.restarts == 1
+        m = create_monitor("arity", vocab=smollm2, prefix="def h(a, b):\n    pass\nh(", backend=be, deadline_s=60)
+        assert accepts(m, encode(smol_tokenizer, "1, 2)")) and not accepts(m, encode(smol_tokenizer, "1, 2, 3"))
+    finally:
+        be.close()
+    assert be.closed
+
+
 # -- decoding with a model that prefers a wrong attribute -------------------------------------------
 class ScriptedModel:
     """A fake model whose logits strongly prefer the next token of ``script`` (after the prompt)."""

@@ -17,7 +17,7 @@ _lsp: OrderedDict = OrderedDict()
 _lsp_lock = threading.Lock()
 _JEDI_ROOTS = 8
 _jedi: OrderedDict = OrderedDict()
-BACKENDS = ("jedi", "lsp")
+BACKENDS = ("jedi", "jedi-process", "lsp")
 
 
 def _shared_jedi(project_root: str | None) -> JediBackend:
@@ -34,18 +34,23 @@ def _shared_jedi(project_root: str | None) -> JediBackend:
     return be
 
 
-def _shared_lsp(project_root: str | None):
-    """The running language server for ``project_root`` (started on first use; the least
-    recently used is shut down beyond ``_LSP_SERVERS``; all are shut down at exit)."""
-    from .lsp import LspBackend
-
-    key = os.path.abspath(project_root) if project_root else None
+def _shared_server(kind: str, project_root: str | None):
+    """The running server (language server or jedi process) for ``project_root`` (started on
+    first use; the least recently used is shut down beyond ``_LSP_SERVERS``; all at exit)."""
+    key = (kind, os.path.abspath(project_root) if project_root else None)
     with _lsp_lock:
         be = _lsp.get(key)
         if be is not None and not be.closed:
             _lsp.move_to_end(key)
             return be
-        be = _lsp[key] = LspBackend(project_root)
+        if kind == "lsp":
+            from .lsp import LspBackend
+
+            be = _lsp[key] = LspBackend(project_root)
+        else:
+            from .jediproc import JediProcessBackend
+
+            be = _lsp[key] = JediProcessBackend(project_root)
         while len(_lsp) > _LSP_SERVERS:
             _lsp.popitem(last=False)[1].close()
         if len(_lsp) == 1:
@@ -61,15 +66,16 @@ def close_backends() -> None:
 
 
 def make_backend(backend: str | Backend = "jedi", *, project_root: str | None = None) -> Backend:
-    """An analysis back end: ``"jedi"`` (in-process), ``"lsp"`` (jedi-language-server through
+    """An analysis back end: ``"jedi"`` (in-process), ``"jedi-process"`` (jedi in a child process:
+    strict deadlines, see :mod:`.jediproc`), ``"lsp"`` (jedi-language-server through
     multilspy, see :class:`~.lsp.LspBackend`); one per project root, shared by every monitor of
     the process (so one server, one answer cache), or a :class:`~.analysis.Backend` object as is."""
     if not isinstance(backend, str):
         return backend
     if backend == "jedi":
         return _shared_jedi(project_root)
-    if backend == "lsp":
-        return _shared_lsp(project_root)
+    if backend in ("lsp", "jedi-process"):
+        return _shared_server(backend, project_root)
     raise ValueError(f"unknown monitor backend {backend!r}; expected one of {BACKENDS}")
 
 
@@ -81,7 +87,8 @@ def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", pa
     ``suffix`` is the text after the cursor (given to the analysis), ``path`` where the buffer
     lives and ``project_root`` the project it belongs to (so imports resolve; the buffer itself is
     what is analysed, never the file on disk), ``deadline_s`` the limit of each analysis query
-    (past it the monitor abstains for that trigger), ``backend`` ``"jedi"``, ``"lsp"`` or a
+    (past it the monitor abstains for that trigger), ``backend`` ``"jedi"``, ``"jedi-process"``,
+    ``"lsp"`` or a
     back-end object (share one between monitors to share its process or server).
     """
     if name not in MONITORS:
