@@ -63,7 +63,6 @@ class ArityMonitor(Monitor):
             code + self.suffix, line, col, path=self.path, deadline_s=d))
         if sig is None:
             return _DORMANT
-        # text typed after the "(" before resolution (a prefix ending mid-call is not a trigger)
         return ("active", ArgSpec.from_signature(sig), START, sig)
 
     def _step(self, state, data, buf):

@@ -33,8 +33,9 @@ _ROW_CACHE_ENTRIES = 64
 
 @dataclass(frozen=True)
 class Abstention:
-    """One trigger the monitor did not mask: ``reason`` (``timeout``, ``no-result``, ``error``,
-    ``ambiguous``, ...), ``offset`` (byte offset of the trigger in the buffer), ``detail``."""
+    """One trigger the monitor did not mask: ``reason`` (``timeout``; ``no-result``: no names, no
+    signature or overloads that differ; ``error``; ``no-match``: the buffer already holds a partial
+    name nothing listed starts with), ``offset`` (byte offset of the trigger), ``detail``."""
 
     reason: str
     offset: int
