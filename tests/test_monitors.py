@@ -433,6 +433,8 @@ def test_create_monitor_names_and_errors(smollm2):
         create_monitor("arity", vocab=smollm2, prefix="", backend="clangd")
     with pytest.raises(ValueError, match="deadline_s"):
         create_monitor("arity", vocab=smollm2, prefix="", deadline_s=0)
+    with pytest.raises(TypeError, match="prefix and suffix must be str"):
+        create_monitor("dereference", vocab=smollm2, prefix=b"x.")
 
 
 def test_lsp_backend_agrees_with_jedi(smollm2, smol_tokenizer, jedi_backend):

@@ -95,7 +95,10 @@ class Monitor(ABC):
 
     def __init__(self, vocab: Vocab, prefix: str, *, suffix: str = "", path: str | None = None,
                  backend: Backend, deadline_s: float = 0.5):
-        if deadline_s <= 0:
+        if not isinstance(prefix, str) or not isinstance(suffix, str):
+            raise TypeError(f"prefix and suffix must be str, got {type(prefix).__name__} and "
+                            f"{type(suffix).__name__}")
+        if not deadline_s > 0:
             raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
         self.vocab = vocab
         self.suffix = suffix
