@@ -184,6 +184,41 @@ def test_timeout_abstains_and_is_counted(smollm2):
                                            | IdentIndex.for_vocab(smollm2).eos_row)
 
 
+class LateKeepingBackend(SlowBackend):
+    """A slow back end that keeps answers that came after their deadline (as jedi's do)."""
+
+    keeps_late_answers = True
+
+    def __init__(self, delay, names=("append", "apply")):
+        super().__init__(delay, names)
+        self.late = {}
+
+    def attributes(self, code, line, column, *, path, deadline_s):
+        key = (code, line, column)
+        if key in self.late:
+            return self.late[key]
+        return self.runner.run(lambda: (time.sleep(self.delay), self.names)[1], deadline_s,
+                               on_late=lambda v: self.late.__setitem__(key, v))
+
+
+def test_a_late_answer_masks_the_rest_of_the_name(smollm2):
+    b2t = smollm2.bytes_to_tokens()
+    be = LateKeepingBackend(0.3)
+    m = DereferenceMonitor(smollm2, "x.", backend=be, deadline_s=0.02)
+    assert not m.active and m.allows(b2t[b"ap"]) and m.allows(b2t[b"foo"])  # abstained: all allowed
+    assert m.advance(b2t[b"ap"])
+    for _ in range(500):  # the answer arrives once the slow query ends
+        if be.late:
+            break
+        time.sleep(0.02)
+    assert m.active and set(m.legal_names) == {"append", "apply"}
+    assert m.allows(b2t[b"pend"]) and m.allows(b2t[b"ply"]) and not m.allows(b2t[b"ple"])
+    assert m.stats.abstention_reasons() == {"timeout": 1} and m.stats.late_answers == 1
+    # without a late answer (a back end that does not keep them) the name stays unmasked
+    m2 = DereferenceMonitor(smollm2, "y.", backend=SlowBackend(0.3), deadline_s=0.02)
+    assert m2.advance(b2t[b"ap"]) and not m2.active and m2.allows(b2t[b"ple"])
+
+
 def test_empty_answer_abstains_not_an_empty_mask(smollm2):
     m = DereferenceMonitor(smollm2, "x.", backend=SlowBackend(0.0, names=[]), deadline_s=1)
     assert m.current_mask().any() and not m.active

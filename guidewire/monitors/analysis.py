@@ -125,10 +125,12 @@ class DeadlineRunner:
                 with guard:
                     done.set()
                     late = state["abandoned"]
-                self._busy.release()
-                if late and "value" in box and on_late is not None:
-                    self.late += 1
-                    on_late(box["value"])
+                try:
+                    if late and "value" in box and on_late is not None:
+                        self.late += 1
+                        on_late(box["value"])  # stored before the next query may start
+                finally:
+                    self._busy.release()
 
         worker = threading.Thread(target=work, name="guidewire-monitor-analysis", daemon=True)
         try:
@@ -162,6 +164,7 @@ class JediBackend:
     """jedi in-process (``jedi.Script(code=buffer, path=sibling, project=Project(root))``)."""
 
     name = "jedi"
+    keeps_late_answers = True  # a query past its deadline still answers a later identical one
 
     def __init__(self, project_root: str | None = None):
         try:

@@ -29,6 +29,7 @@ from .analysis import AnalysisError, AnalysisTimeout, Backend
 
 _ANALYSIS_CACHE_ENTRIES = 256
 _ROW_CACHE_ENTRIES = 64
+_POLL_S = 0.002  # how long a monitor waits, per token, for the late answer of a timed-out trigger
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,15 @@ class Abstention:
 class MonitorStats:
     """What a monitor did: ``triggers`` (analyses started), ``abstentions`` (each with its
     reason), ``analysis_s`` (wall seconds of every analysis, answered or not), ``masked_steps``
-    (masks computed while active). Forks of one monitor share one record."""
+    (masks computed while active), ``late_answers`` (timed-out triggers whose answer arrived while
+    the name was still being written, so its remaining tokens were masked). Forks of one monitor
+    share one record."""
 
     triggers: int = 0
     abstentions: list[Abstention] = field(default_factory=list)
     analysis_s: list[float] = field(default_factory=list)
     masked_steps: int = 0
+    late_answers: int = 0
 
     def abstention_reasons(self) -> dict[str, int]:
         """Count of abstentions per reason."""
@@ -155,16 +159,37 @@ class Monitor(ABC):
     def _dormant(self, state) -> bool:
         return True
 
+    def _key(self, kind: str, offset: int) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        for part in (kind.encode(), bytes(self._buf[:offset + 1]), b"\0", self.suffix.encode(), b"\0",
+                     str(self.path).encode()):
+            h.update(part)
+        return h.digest()  # a digest, not the buffer: the cache stays small (entries x answer size)
+
+    def _late_answer(self, kind: str, offset: int, query):
+        """The answer of a trigger whose analysis timed out, if it has arrived since (a poll of at
+        most ``_POLL_S``; only for back ends that keep late answers), else None."""
+        if not getattr(self.backend, "keeps_late_answers", False):
+            return None
+        key = self._key(kind, offset)
+        hit = self._shared.cached(key)
+        if hit is not _MISS:
+            return hit
+        try:
+            value = query(_POLL_S)
+        except (AnalysisTimeout, AnalysisError):
+            return None
+        self._shared.store(key, value or None)
+        if value:
+            self._shared.stats.late_answers += 1
+        return value or None
+
     def _analyse(self, kind: str, offset: int, query):
         """Run ``query(deadline_s)`` for the trigger at byte ``offset``; cached per buffer text.
 
         Returns the answer, or None after recording an abstention (timeout, error, no result).
         """
-        h = hashlib.blake2b(digest_size=16)
-        for part in (kind.encode(), bytes(self._buf[:offset + 1]), b"\0", self.suffix.encode(), b"\0",
-                     str(self.path).encode()):
-            h.update(part)
-        key = h.digest()  # a digest, not the buffer: the cache stays small (entries x answer size)
+        key = self._key(kind, offset)
         hit = self._shared.cached(key)
         if hit is not _MISS:
             return hit

@@ -79,7 +79,14 @@ def dot_trigger(buf: bytes) -> tuple[int, bytes] | None:
 
 
 class DereferenceMonitor(Monitor):
-    """Only attribute names that exist after ``expr.`` (see the module docstring)."""
+    """Only attribute names that exist after ``expr.`` (see the module docstring).
+
+    States: ``("dormant",)``; ``("pending", dot, partial)`` (the trigger fired, analysis not run
+    yet); ``("active", names, partial)``; after a timeout ``("waiting", dot, partial)`` (dormant
+    for this token) and, once a token extended the name, ``("late", dot, partial)``: the answer
+    is looked for again (a poll of a few ms) and, if it has come and ``partial`` starts a listed
+    name, the rest of the name is masked.
+    """
 
     name = "dereference"
 
@@ -92,26 +99,39 @@ class DereferenceMonitor(Monitor):
         return _DORMANT if hit is None else ("pending", hit[0], hit[1])
 
     def _pending(self, state) -> bool:
-        return state[0] == "pending"
+        return state[0] in ("pending", "late")
 
     def _dormant(self, state) -> bool:
         return state[0] != "active"
 
     def _resolve(self, state, buf):
-        _, dot, partial = state
+        dot, partial = state[1], state[2]
         code = buf[:dot + 1].decode("utf-8", errors="replace")
         line, col = cursor(code)
-        names = self._analyse("attributes", dot, lambda d: self.backend.attributes(
-            code + self.suffix, line, col, path=self.path, deadline_s=d))
-        if names is None:
-            return _DORMANT
+        query = self._query(dot, code, line, col)
+        if state[0] == "late":
+            names = self._late_answer("attributes", dot, query)
+            if names is None:
+                return ("waiting",) + state[1:]
+        else:
+            timeouts = self.stats.abstention_reasons().get("timeout", 0)
+            names = self._analyse("attributes", dot, query)
+            if names is None:
+                if self.stats.abstention_reasons().get("timeout", 0) > timeouts:
+                    return ("waiting", dot, partial)  # abstain now; mask if the answer comes in time
+                return _DORMANT
         legal = _Names(n.encode("utf-8") for n in names)
         if not any(n.startswith(partial) for n in legal.names):
             self.stats.abstentions.append(_no_match(dot, partial))
             return _DORMANT  # the buffer already names something the analysis does not know
         return ("active", legal, partial)
 
+    def _query(self, dot: int, code: str, line: int, col: int):
+        return lambda d: self.backend.attributes(code + self.suffix, line, col, path=self.path, deadline_s=d)
+
     def _step(self, state, data, buf):
+        if state[0] == "waiting" and ident_head(data) == len(data):
+            return ("late", state[1], state[2] + data)  # still inside the name: look again
         if state[0] == "active":
             n = ident_head(data)
             if n == len(data):

@@ -73,6 +73,7 @@ class JediProcessBackend:
     """jedi in a child process (see the module docstring); one query at a time."""
 
     name = "jedi-process"
+    keeps_late_answers = True  # a query past its deadline still answers a later identical one
 
     def __init__(self, project_root: str | None = None):
         self.project_root = project_root
