@@ -9,14 +9,15 @@ from .._lazy import lazy_getattr
 
 __all__ = ["Monitor", "MonitorStats", "Abstention", "create_monitor", "intersect", "gated",
            "DereferenceMonitor", "ArityMonitor", "JediBackend", "LspBackend", "AnalysisTimeout",
-           "AnalysisError", "Intersection", "Gated"]
+           "AnalysisError", "Intersection", "Gated", "JediProcessBackend", "make_backend", "close_backends"]
 
 _LAZY = {
     "Monitor": ".base", "MonitorStats": ".base", "Abstention": ".base",
     "create_monitor": ".factory", "intersect": ".compose", "gated": ".compose",
     "Intersection": ".compose", "Gated": ".compose",
     "DereferenceMonitor": ".dereference", "ArityMonitor": ".arity",
-    "JediBackend": ".analysis", "LspBackend": ".lsp",
+    "JediBackend": ".analysis", "LspBackend": ".lsp", "JediProcessBackend": ".jediproc",
+    "make_backend": ".factory", "close_backends": ".factory",
     "AnalysisTimeout": ".analysis", "AnalysisError": ".analysis",
 }
 
