@@ -1,0 +1,290 @@
+"""Dot-completion evaluation of the dereference monitor on the Python standard library.
+
+Dev set (fixed seed): points where ``NAME.attr`` appears inside a function body of a standard
+library module (tests excluded) and jedi lists ``attr`` at the dot; at most ``--per-file`` points
+per file. For each point SmolLM2 decodes greedily (temperature 0) from the file prefix up to and
+including the dot (plain text, its last ``--context`` tokens), once without and once with the
+dereference monitor (which analyses the whole prefix), in one run. Reported per arm: next
+identifier exact match (the first identifier generated equals ``attr``), the share of completions
+whose identifier is not an attribute jedi lists at that dot (an empty identifier counts as
+invalid), and for the monitor: time per trigger (p50/p95/max), abstentions by reason.
+
+    python bench/bench_dot_completion.py --points 300 --out bench/results/monitors
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import statistics
+import sys
+import sysconfig
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "turtledemo"}
+
+
+def stdlib_files() -> list[str]:
+    """The standard library's ``.py`` files, tests and third-party packages excluded, sorted."""
+    root = sysconfig.get_paths()["stdlib"]
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS and not x.startswith("test"))
+        out.extend(os.path.join(d, f) for f in sorted(files) if f.endswith(".py") and not f.startswith("test"))
+    return out
+
+
+def candidate_points(source: str) -> list[tuple[int, str]]:
+    """``(byte offset of the dot, attr)`` of every ``NAME.attr`` inside a function body."""
+    tree = ast.parse(source)
+    lines = source.encode("utf-8").splitlines(keepends=True)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+    out = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for stmt in fn.body:
+            for node in ast.walk(stmt):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.end_lineno == node.value.end_lineno):
+                    end = starts[node.end_lineno - 1] + node.end_col_offset  # col offsets are bytes
+                    dot = end - len(node.attr.encode()) - 1
+                    if source.encode("utf-8")[dot:dot + 1] == b".":
+                        out.append((dot, node.attr))
+    return sorted(set(out))
+
+
+def build_devset(n_points: int, seed: int, per_file: int, deadline_s: float) -> list[dict]:
+    """The dev set: points jedi confirms (``attr`` listed at the dot), with the listed names."""
+    from guidewire.monitors.analysis import AnalysisTimeout, JediBackend, cursor
+
+    rng = random.Random(seed)
+    files = stdlib_files()
+    rng.shuffle(files)
+    backend = JediBackend()
+    points = []
+    for path in files:
+        if len(points) >= n_points:
+            break
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            cands = candidate_points(source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        rng.shuffle(cands)
+        kept = 0
+        raw = source.encode("utf-8")
+        for dot, attr in cands[:per_file * 3]:
+            if kept >= per_file or len(points) >= n_points:
+                break
+            code = raw[:dot + 1].decode("utf-8")
+            line, col = cursor(code)
+            try:
+                names = backend.attributes(code, line, col, path=path, deadline_s=deadline_s)
+            except AnalysisTimeout:
+                continue
+            if names and attr in names:
+                points.append({"file": os.path.relpath(path, sysconfig.get_paths()["stdlib"]),
+                               "dot": dot, "attr": attr, "names": sorted(set(names))})
+                kept += 1
+    return points
+
+
+def first_identifier(text: str) -> str:
+    """The leading identifier of ``text`` (empty when it does not start with one)."""
+    n = 0
+    while n < len(text) and (text[n].isalnum() or text[n] == "_"):
+        n += 1
+    return text[:n]
+
+
+def decode_identifier(lm, ids, constraint, max_tokens: int) -> tuple[str, float]:
+    """Greedy decode until the first identifier is complete (a non-identifier char follows)."""
+    from guidewire.runtime.decode import iter_decode
+    from guidewire.runtime.sampling import SamplingParams
+    from guidewire.runtime.streaming import decode_text
+
+    gen = iter_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, max_tokens=max_tokens,
+                      sampling=SamplingParams(temperature=0.0))
+    out: list[int] = []
+    t0 = time.perf_counter()
+    for chunk in gen:
+        out.extend(chunk)
+        text = decode_text(lm.vocab, out)
+        if len(first_identifier(text)) < len(text):
+            break
+    gen.close()
+    return decode_text(lm.vocab, out), time.perf_counter() - t0
+
+
+def pct(xs, q):
+    """The ``q``-quantile of ``xs`` (nearest rank), or None when empty."""
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def summarize(rows: list[dict], args) -> dict:
+    """The summary of per-point rows (match, invalid share, trigger times, abstentions)."""
+    n = len(rows)
+    trigger_s = [x for r in rows for x in r["analysis_s"]]
+    abstain: dict[str, int] = {}
+    for r in rows:
+        for a in r["abstentions"]:
+            abstain[a] = abstain.get(a, 0) + 1
+    masked = [r for r in rows if r["triggers"] and not r["abstentions"]]
+    return {
+        "points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
+        "deadline_s": args.deadline,
+        "match_without": sum(r["base_match"] for r in rows) / n,
+        "match_with": sum(r["mon_match"] for r in rows) / n,
+        "invalid_without": sum(r["base_invalid"] for r in rows) / n,
+        "invalid_with": sum(r["mon_invalid"] for r in rows) / n,
+        "points_masked": len(masked),
+        "invalid_with_where_masked": sum(r["mon_invalid"] for r in masked) / max(1, len(masked)),
+        "triggers": len(trigger_s), "abstentions": abstain,
+        "trigger_ms_p50": 1e3 * pct(trigger_s, 0.5), "trigger_ms_p95": 1e3 * pct(trigger_s, 0.95),
+        "trigger_ms_max": 1e3 * max(trigger_s), "trigger_ms_mean": 1e3 * statistics.fmean(trigger_s),
+        "decode_s_without_p50": pct([r["base_s"] for r in rows], 0.5),
+        "decode_s_with_p50": pct([r["mon_s"] for r in rows], 0.5),
+    }
+
+
+def rerun_timeouts(args) -> int:
+    """Rerun the monitored arm where the first run's analysis timed out (see ``--rerun-timeouts``)."""
+    from guidewire.monitors import create_monitor
+    from guidewire.runtime.registry import get_model
+
+    with open(os.path.join(args.out, "rows.jsonl")) as f:
+        rows = [json.loads(x) for x in f]
+    with open(os.path.join(args.out, f"devset_seed{args.seed}_n{args.points}.jsonl")) as f:
+        names = {(p["file"], p["dot"]): set(p["names"]) for p in map(json.loads, f)}
+    lm = get_model(args.model)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    out_path = os.path.join(args.out, f"rows_rerun_{args.deadline:g}s.jsonl")
+    redone = []
+    with open(out_path, "w") as rf:
+        for r in rows:
+            if "timeout" not in r["abstentions"]:
+                continue
+            path = os.path.join(stdlib, r["file"])
+            with open(path, encoding="utf-8") as f:
+                prefix = f.read().encode("utf-8")[:r["dot"] + 1].decode("utf-8")
+            ids = lm.tokenizer(prefix, add_special_tokens=False)["input_ids"][-args.context:]
+            mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
+                                 deadline_s=args.deadline)
+            text, secs = decode_identifier(lm, ids, mon, args.max_tokens)
+            r = dict(r, mon_text=text, mon=first_identifier(text), mon_s=secs,
+                     triggers=mon.stats.triggers, analysis_s=mon.stats.analysis_s,
+                     abstentions=[a.reason for a in mon.stats.abstentions])
+            r["mon_match"] = r["mon"] == r["attr"]
+            r["mon_invalid"] = r["mon"] not in names[(r["file"], r["dot"])]
+            redone.append(r)
+            rf.write(json.dumps(r) + "\n")
+            rf.flush()
+    summary = summarize(redone, args) if redone else {"points": 0}
+    with open(os.path.join(args.out, f"summary_rerun_{args.deadline:g}s.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def main(argv=None) -> int:
+    """Build the dev set, run both arms, write JSONL rows and a summary; returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=23)
+    ap.add_argument("--per-file", type=int, default=2)
+    ap.add_argument("--context", type=int, default=1024, help="prompt tokens (the prefix's tail)")
+    ap.add_argument("--max-tokens", type=int, default=12)
+    ap.add_argument("--deadline", type=float, default=0.5, help="monitor analysis deadline (s)")
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--out", default="bench/results/monitors")
+    ap.add_argument("--summarize", action="store_true",
+                    help="only recompute summary.json from the rows.jsonl of an earlier (or cut) run")
+    ap.add_argument("--rerun-timeouts", action="store_true",
+                    help="rerun only the monitored arm of the points of rows.jsonl whose analysis timed "
+                         "out, with --deadline; writes rows_rerun_<deadline>.jsonl and its summary")
+    args = ap.parse_args(argv)
+    if args.rerun_timeouts:
+        return rerun_timeouts(args)
+    if args.summarize:
+        with open(os.path.join(args.out, "rows.jsonl")) as f:
+            rows = [json.loads(x) for x in f]
+        summary = summarize(rows, args)
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        print(json.dumps(summary, indent=2))
+        return 0
+
+    from guidewire.monitors import create_monitor
+    from guidewire.runtime.registry import get_model
+
+    os.makedirs(args.out, exist_ok=True)
+    devpath = os.path.join(args.out, f"devset_seed{args.seed}_n{args.points}.jsonl")
+    t0 = time.perf_counter()
+    if os.path.exists(devpath):
+        with open(devpath) as f:
+            points = [json.loads(x) for x in f]
+    else:
+        points = build_devset(args.points, args.seed, args.per_file, deadline_s=30.0)
+        with open(devpath, "w") as f:
+            for p in points:
+                f.write(json.dumps(p) + "\n")
+    print(f"dev set: {len(points)} points ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    lm = get_model(args.model)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    rows = []
+    rows_path = os.path.join(args.out, "rows.jsonl")
+    with open(rows_path, "w") as rf:
+        for k, p in enumerate(points):
+            path = os.path.join(stdlib, p["file"])
+            with open(path, encoding="utf-8") as f:
+                prefix = f.read().encode("utf-8")[:p["dot"] + 1].decode("utf-8")
+            ids = lm.tokenizer(prefix, add_special_tokens=False)["input_ids"][-args.context:]
+            base_text, base_s = decode_identifier(lm, ids, None, args.max_tokens)
+            mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
+                                 deadline_s=args.deadline)
+            mon_text, mon_s = decode_identifier(lm, ids, mon, args.max_tokens)
+            names = set(p["names"])
+            row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"],
+                   "base": first_identifier(base_text), "mon": first_identifier(mon_text),
+                   "base_text": base_text, "mon_text": mon_text,
+                   "triggers": mon.stats.triggers, "analysis_s": mon.stats.analysis_s,
+                   "abstentions": [a.reason for a in mon.stats.abstentions],
+                   "base_s": base_s, "mon_s": mon_s}
+            row["base_match"] = row["base"] == p["attr"]
+            row["mon_match"] = row["mon"] == p["attr"]
+            row["base_invalid"] = row["base"] not in names
+            row["mon_invalid"] = row["mon"] not in names
+            rows.append(row)
+            rf.write(json.dumps(row) + "\n")
+            rf.flush()
+            if (k + 1) % 25 == 0:
+                n = len(rows)
+                print(f"{n}: match {sum(r['base_match'] for r in rows) / n:.3f} -> "
+                      f"{sum(r['mon_match'] for r in rows) / n:.3f}, invalid "
+                      f"{sum(r['base_invalid'] for r in rows) / n:.3f} -> "
+                      f"{sum(r['mon_invalid'] for r in rows) / n:.3f}", flush=True)
+
+    summary = summarize(rows, args)
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
