@@ -24,9 +24,9 @@ the front door.
 from .._lazy import lazy_getattr
 
 _NAMES = {
-    "sample": ".sample",
-    "Sampler": ".sample",
-    "METHODS": ".sample",
+    "sample": ".sampler",
+    "Sampler": ".sampler",
+    "METHODS": ".sampler",
     "SampleSet": ".sampleset",
     "SearchStats": ".sampleset",
     "Target": ".target",

@@ -50,7 +50,8 @@ class SampleSet:
     ``texts`` and ``token_ids`` are per sample. ``log_weights`` is ``None`` when every sample is
     an exact draw of the target (GCD, ASAp and CARS return unweighted samples: GCD's are from the
     locally normalised distribution, not the target), else the self-normalised log importance
-    weights (AWRS, SMC; they sum to one in probability space). ``log_normalizer`` is the unbiased
+    weights (AWRS, SMC; they sum to one in probability space; a sample of weight zero is a
+    particle that died, its text possibly incomplete). ``log_normalizer`` is the unbiased
     estimate of ``Z`` (in probability space) where the method gives one.
     """
 
@@ -78,7 +79,8 @@ class SampleSet:
             w = w / w.sum()
         out: dict[str, float] = {}
         for t, x in zip(self.texts, w):
-            out[t] = out.get(t, 0.0) + float(x)
+            if x > 0:       # a zero-weight particle (a dead end, a zero potential) is no sample
+                out[t] = out.get(t, 0.0) + float(x)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 

@@ -7,7 +7,9 @@ rule"), by ``potential(new) / potential(old)`` every ``potential_every`` tokens 
 EOS, so the target becomes ``P(x · EOS) * potential(x) / Z`` (a prefix scored 0 is dropped,
 so a potential should score 0 only prefixes that no completion can rescue). When the effective
 sample size falls below ``ess_threshold * N`` the particles are resampled (multinomial) and the
-log of the mean weight is added to the normaliser estimate, whose exponential is unbiased.
+log of the mean weight is added to the normaliser estimate, whose exponential is unbiased. When
+every particle dies, the call returns them all with weight zero and ``log Z = -inf`` (a valid
+outcome of an unbiased estimator, not an error; :meth:`SampleSet.distribution` is then empty).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Callable
 import numpy as np
 
 from .awrs import awrs_step
-from .errors import SearchError
 from .problem import Problem
 from .sampleset import log_mean_exp
 
@@ -90,7 +91,7 @@ def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = N
                     q.done = True
         log_w = np.array([q.log_w for q in parts])
         if not np.isfinite(log_w).any():
-            raise SearchError(f"all {n} particles reached zero weight (dead ends or a zero potential)")
+            break                 # every particle died: the estimate of Z is 0 (log_z = -inf)
         if not all(q.done for q in parts) and ess(log_w) < ess_threshold * n:
             log_z += log_mean_exp(log_w)
             w = np.exp(log_w - log_w[np.isfinite(log_w)].max())
