@@ -210,3 +210,15 @@ def test_shared_trie_stays_an_upper_bound(calls):
         ss = s.sample(n, method, seed=seed)
         assert set(ss.texts) <= set(TARGET)
         assert s.trie.root.efg >= Z * (1 - 1e-6)
+
+
+def test_best_first_enumeration_matches_the_oracle():
+    from guidewire.search.exact import enumerate_exact
+    from guidewire.search.problem import Problem
+
+    s = sampler()
+    pb = Problem(s.target, s.grammar, VOCAB, max_tokens=8, rng=np.random.default_rng(0))
+    res = enumerate_exact(pb, tol=0.0, max_expansions=10_000)
+    assert res.frontier == 0.0 and res.sequences == TOKENIZATIONS
+    assert abs(res.found - Z) < 1e-6 * Z
+    assert max(abs(res.masses[k] - EXACT[k]) for k in EXACT) < 1e-6 * Z
