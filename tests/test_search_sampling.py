@@ -222,3 +222,23 @@ def test_best_first_enumeration_matches_the_oracle():
     assert res.frontier == 0.0 and res.sequences == TOKENIZATIONS
     assert abs(res.found - Z) < 1e-6 * Z
     assert max(abs(res.masses[k] - EXACT[k]) for k in EXACT) < 1e-6 * Z
+
+
+def test_real_model_prefix_cache_matches_a_full_forward(smol_model):
+    """On SmolLM2, rows computed by truncating and stepping the shared KV cache equal a fresh
+    teacher-forced forward of prompt + prefix; samples stay in the language."""
+    import torch
+
+    s = Sampler("Is the sky blue? Answer yes or no.", choices=["yes", "no"], model=smol_model, max_tokens=4)
+    tok = smol_model.tokenizer
+    ids = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    prefixes = [ids("yes"), ids("no"), [], ids("y") + ids("es")[:1], ids("yes")]
+    for prefix in prefixes:
+        row = s.target.logprobs(prefix)
+        with torch.no_grad():
+            out = smol_model.module(input_ids=torch.tensor([s.target.prompt_ids + prefix])).logits[0, -1]
+        ref = torch.log_softmax(out.double(), -1).numpy()[: row.size]
+        assert np.allclose(row, ref, atol=2e-4), prefix
+    assert s.target.stats.forward_passes == len(prefixes) - 1     # the last prefix is a cache hit
+    ss = s.sample(6, "cars", seed=0)
+    assert set(ss.texts) <= {"yes", "no"} and len(ss) == 6

@@ -38,7 +38,8 @@ def _constraint(vocab, constraints: dict):
     if hasattr(spec, "matcher"):          # an already compiled grammar
         if spec.vocab.content_hash != vocab.content_hash:
             raise ValueError("the compiled grammar was built for another vocabulary than the model's")
-        return spec, f"compiled:{id(spec)}"
+        source = getattr(spec, "source", "")
+        return spec, (f"compiled:{source}" if source else f"compiled-object:{id(spec)}")
     from ..runtime.registry import get_grammar
 
     grammar = get_grammar(_CONSTRAINT_KINDS[kind], spec, vocab)

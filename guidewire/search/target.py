@@ -87,6 +87,7 @@ class Target:
             while common < limit and held[common] == full[common]:
                 common += 1
             common = min(common, len(full) - 1)   # the row needs a pass over the last token
+        self._cursor = None          # unknown until the call below returns
         if common == 0:
             logits = model.prefill(full, last_only=True)
         else:
