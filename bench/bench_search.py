@@ -75,7 +75,7 @@ def constraint_of(spec: dict) -> dict:
     return {k: spec[k] for k in ("regex", "choices", "grammar", "json_schema") if k in spec}
 
 
-def run_method(spec: dict, method: str, exact: dict, seed: int) -> dict:
+def run_method(spec: dict, method: str, exact: dict, seed: int, max_samples: int) -> dict:
     s = Sampler(spec["prompt"], max_tokens=spec["max_tokens"], **constraint_of(spec))
     t0 = time.perf_counter()
     counts: Counter = Counter()
@@ -83,7 +83,7 @@ def run_method(spec: dict, method: str, exact: dict, seed: int) -> dict:
     curve = []
     checks = toks = drawn = 0
     rejected = proposals = 0
-    for i, cp in enumerate(CHECKPOINTS):
+    for cp in [c for c in CHECKPOINTS if c <= max_samples]:
         while drawn < cp:
             k = min(cp - drawn, 16) if method == "smc" else cp - drawn
             ss = s.sample(k, method, seed=seed * 1000 + len(curve) * 100 + drawn)
@@ -113,8 +113,8 @@ def run_method(spec: dict, method: str, exact: dict, seed: int) -> dict:
                 proposals=proposals, rejected=rejected, vocab_size=s.vocab.vocab_size)
 
 
-def part_finite(args) -> dict:
-    out = {}
+def part_finite(args, results: dict, save) -> None:
+    out = results.setdefault("finite", {})
     for spec in FINITE:
         if args.only and spec["name"] not in args.only:
             continue
@@ -129,9 +129,9 @@ def part_finite(args) -> dict:
         row = dict(texts=len(exact), sequences=res.sequences, z=res.found, frontier_over_z=res.relative_error_bound,
                    expansions=res.expansions, exact_top=dict(list(exact.items())[:5]), methods={})
         for method in METHODS:
-            row["methods"][method] = run_method(spec, method, exact, args.seed)
+            row["methods"][method] = run_method(spec, method, exact, args.seed, args.max_samples)
         out[spec["name"]] = row
-    return out
+        save()                                   # each grammar saved as it ends
 
 
 # -- task: a semantic rule as a potential -----------------------------------------------------
@@ -160,7 +160,7 @@ def judge(text: str, q: int, p: int) -> tuple[bool, bool]:
 
 def part_task(args) -> dict:
     rows = []
-    for q, p in ORDERS:
+    for q, p in ORDERS[:args.orders]:
         prompt = (f"An order of {q} notebooks at {p} dollars each. Reply with JSON giving quantity, "
                   f"unit_price and total (quantity times unit_price).")
         s = Sampler(prompt, regex=ORDER_RE, max_tokens=32)
@@ -270,6 +270,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="finite grammars to run (default all)")
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--max-expansions", type=int, default=600)
+    ap.add_argument("--max-samples", type=int, default=CHECKPOINTS[-1], help="last sample-count checkpoint")
+    ap.add_argument("--orders", type=int, default=len(ORDERS), help="task: how many orders")
     ap.add_argument("--particles", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
@@ -279,11 +281,15 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "search.json"
     results = json.loads(path.read_text()) if path.exists() else {}
+
+    def save() -> None:
+        path.write_text(json.dumps(results, indent=1, default=float))
+
     if args.part in ("finite", "all"):
-        results["finite"] = part_finite(args)
+        part_finite(args, results, save)
     if args.part in ("task", "all"):
         results["task"] = part_task(args)
-    path.write_text(json.dumps(results, indent=1, default=float))
+        save()
     results["plot"] = plot(results, OUT / "kl_vs_passes.png")
     md = report(results) + f"\nPlot: {os.path.relpath(results['plot'], OUT) if os.path.exists(results['plot']) else results['plot']}\n"
     (OUT / "search.md").write_text(md)
