@@ -163,12 +163,20 @@ def part_task(args) -> dict:
     for q, p in ORDERS[:args.orders]:
         prompt = (f"An order of {q} notebooks at {p} dollars each. Reply with JSON giving quantity, "
                   f"unit_price and total (quantity times unit_price).")
-        s = Sampler(prompt, regex=ORDER_RE, max_tokens=32)
-        t0 = time.perf_counter()
-        smc = s.sample(args.particles, "smc", seed=args.seed, potential=consistent_prefix)
-        t_smc = time.perf_counter() - t0
-        best = max(range(len(smc.texts)), key=lambda i: smc.log_weights[i])
-        s_cons, s_ok = judge(smc.texts[best], q, p)
+        runs = {}
+        for variant, in_check in (("smc_checkpoints", False), ("smc_in_check", True)):
+            s = Sampler(prompt, regex=ORDER_RE, max_tokens=32)
+            t0 = time.perf_counter()
+            ss = s.sample(args.particles, "smc", seed=args.seed, potential=consistent_prefix,
+                          potential_in_check=in_check)
+            wall = time.perf_counter() - t0
+            alive = [i for i, w in enumerate(ss.log_weights) if math.isfinite(w)]
+            text = ss.texts[max(alive, key=lambda i: ss.log_weights[i])] if alive else ""
+            cons, ok = judge(text, q, p)
+            runs[variant] = dict(text=text, consistent=cons, correct=ok, wall_s=wall, alive=len(alive),
+                                 forward_passes=ss.stats.forward_passes, resamples=ss.stats.resamples,
+                                 potential_calls=ss.stats.potential_calls)
+        t_smc = runs["smc_in_check"]["wall_s"]
         g = Sampler(prompt, regex=ORDER_RE, max_tokens=32)
         t0 = time.perf_counter()
         first = g.sample(1, "gcd", seed=args.seed)
@@ -185,16 +193,15 @@ def part_task(args) -> dict:
                 break
         pick = pick if pick is not None else text
         b_cons, b_ok = judge(pick, q, p)
-        rows.append(dict(order=[q, p], smc=dict(text=smc.texts[best], consistent=s_cons, correct=s_ok,
-                                                 wall_s=t_smc, forward_passes=smc.stats.forward_passes,
-                                                 resamples=smc.stats.resamples),
+        rows.append(dict(order=[q, p], **runs,
                          gcd=dict(text=first.texts[0], consistent=g_cons, correct=g_ok, wall_s=t_gcd),
                          best_of_n=dict(text=pick, consistent=b_cons, correct=b_ok, samples=tried,
                                         wall_s=time.perf_counter() - t0)))
-        print(f"  order {q}x{p}: SMC {smc.texts[best]!r} ({t_smc:.0f} s) | GCD {first.texts[0]!r} | "
-              f"best-of-{tried} {pick!r}", flush=True)
+        print(f"  order {q}x{p}: SMC {runs['smc_checkpoints']['text']!r} / in-check {runs['smc_in_check']['text']!r} "
+              f"({t_smc:.0f} s) | GCD {first.texts[0]!r} | best-of-{tried} {pick!r}", flush=True)
     summary = {m: dict(consistent=sum(r[m]["consistent"] for r in rows), correct=sum(r[m]["correct"] for r in rows),
-                       wall_s=sum(r[m]["wall_s"] for r in rows)) for m in ("smc", "gcd", "best_of_n")}
+                       wall_s=sum(r[m]["wall_s"] for r in rows))
+               for m in ("smc_checkpoints", "smc_in_check", "gcd", "best_of_n")}
     return dict(orders=rows, summary=summary, particles=args.particles)
 
 
@@ -266,7 +273,8 @@ def plot(results: dict, path: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("finite", "task", "all"), default="all")
+    ap.add_argument("--part", choices=("finite", "task", "all", "report"), default="all",
+                    help="report: only rewrite search.md and the plot from the saved JSON files")
     ap.add_argument("--only", nargs="*", help="finite grammars to run (default all)")
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--max-expansions", type=int, default=600)
@@ -274,12 +282,14 @@ def main() -> None:
     ap.add_argument("--orders", type=int, default=len(ORDERS), help="task: how many orders")
     ap.add_argument("--particles", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", default="search.json", help="results file under bench/results/search/ "
+                    "(the report merges every search*.json there)")
     args = ap.parse_args()
     from guidewire.runtime.loading import set_num_threads
 
     set_num_threads(int(os.environ.get("GUIDEWIRE_NUM_THREADS", "1")))
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "search.json"
+    path = OUT / args.json
     results = json.loads(path.read_text()) if path.exists() else {}
 
     def save() -> None:
@@ -290,7 +300,11 @@ def main() -> None:
     if args.part in ("task", "all"):
         results["task"] = part_task(args)
         save()
-    results["plot"] = plot(results, OUT / "kl_vs_passes.png")
+    for other in sorted(OUT.glob("search*.json")):      # runs of the parts into separate files
+        if other != path:
+            for k, v in json.loads(other.read_text()).items():
+                results.setdefault(k, v)
+    results["plot"] = plot(results, OUT / "kl_vs_passes.png") if results.get("finite") else "no finite part yet"
     md = report(results) + f"\nPlot: {os.path.relpath(results['plot'], OUT) if os.path.exists(results['plot']) else results['plot']}\n"
     (OUT / "search.md").write_text(md)
     print(md)

@@ -18,6 +18,7 @@ estimates along a sequence is a proper importance weight for the target.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -28,9 +29,12 @@ _FIRST_CHUNK = 16
 MAX_DRAWS = 10_000_000
 
 
-def awrs_step(pb: Problem, matcher, lp: np.ndarray, depth: int, *, successes: int = 2) -> tuple[int | None, float]:
+def awrs_step(pb: Problem, matcher, lp: np.ndarray, depth: int, *, successes: int = 2,
+              accept: Callable[[int], bool] | None = None) -> tuple[int | None, float]:
     """``(token, log Zhat)`` for one step after ``depth`` tokens; ``(None, -inf)`` when no token
-    is allowed (the estimate is then exactly zero)."""
+    is allowed (the estimate is then exactly zero). ``accept``, when given, is a further test a
+    token must pass after the grammar's (e.g. a potential that must stay non-zero); it is part
+    of "allowed" for the sample and the estimate."""
     p = np.exp(lp.astype(np.float64))
     pool = pb.length_pool(depth)
     if pool is not None:
@@ -40,7 +44,7 @@ def awrs_step(pb: Problem, matcher, lp: np.ndarray, depth: int, *, successes: in
     def ok(t: int) -> bool:
         v = memo.get(t)
         if v is None:
-            v = memo[t] = pb.check(matcher, t, depth)
+            v = memo[t] = pb.check(matcher, t, depth) and (accept is None or bool(accept(t)))
         return v
 
     # stage 1: Gumbel order, first allowed token

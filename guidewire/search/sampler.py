@@ -25,7 +25,7 @@ _OPTIONS = {
     "asap": {"max_proposals"},
     "cars": {"max_proposals"},
     "awrs": {"successes"},
-    "smc": {"potential", "potential_every", "ess_threshold", "successes"},
+    "smc": {"potential", "potential_every", "potential_in_check", "ess_threshold", "successes"},
 }
 
 
@@ -140,7 +140,8 @@ def sample(prompt: str | Sequence[int], *, grammar=None, regex=None, json_schema
     ``method``: ``"gcd"`` (masked local sampling, the biased baseline), ``"asap"`` (converges to
     the target as its trie fills), ``"cars"`` (exact samples by adaptive rejection), ``"awrs"``
     (lazy token checks, importance-weighted), ``"smc"`` (``n`` particles of AWRS proposals,
-    resampled; ``potential=`` a callable on the text, ``potential_every=``, ``ess_threshold=``).
+    resampled; ``potential=`` a callable on the text, ``potential_every=``, ``ess_threshold=``,
+    ``potential_in_check=True`` to test the potential inside each token check).
     ``budget`` caps the model's forward passes and ``max_seconds`` the time
     (:class:`~guidewire.search.errors.SearchBudgetExceeded` past either). For repeated calls on
     one problem, keep a :class:`Sampler` (its caches and trie persist).

@@ -45,6 +45,12 @@ def _log_potential(pb: Problem, potential: Callable[[str], float], tokens: list[
     return math.log(v) if v > 0 else float("-inf")
 
 
+def _nonzero_after(pb: Problem, potential: Callable[[str], float], tokens: list[int]) -> Callable[[int], bool]:
+    def accept(t: int) -> bool:
+        return _log_potential(pb, potential, tokens if pb.is_eos(t) else tokens + [t]) > float("-inf")
+    return accept
+
+
 def ess(log_w: np.ndarray) -> float:
     """Effective sample size ``(sum w)^2 / sum w^2`` of log weights (0 when all are zero)."""
     finite = np.isfinite(log_w)
@@ -55,15 +61,22 @@ def ess(log_w: np.ndarray) -> float:
 
 
 def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = None,
-            potential_every: int = 1, ess_threshold: float = 0.5,
+            potential_every: int = 1, ess_threshold: float = 0.5, potential_in_check: bool = False,
             successes: int = 2) -> tuple[list[list[int]], np.ndarray, float]:
-    """Particles, their unnormalised log weights and the log normaliser estimate."""
+    """Particles, their unnormalised log weights and the log normaliser estimate.
+
+    ``potential_in_check``: also test ``potential(text + token) > 0`` inside each AWRS token
+    check, so a particle never takes a token that zeroes the potential (one potential call per
+    checked token; for cheap potentials). The target is unchanged.
+    """
     if n < 1:
         raise ValueError("SMC needs at least one particle")
     if not 0.0 <= ess_threshold <= 1.0:
         raise ValueError(f"ess_threshold must be in [0, 1], got {ess_threshold}")
     if potential_every < 1:
         raise ValueError(f"potential_every must be >= 1, got {potential_every}")
+    if potential_in_check and potential is None:
+        raise ValueError("potential_in_check needs a potential")
     parts = [_Particle(pb.grammar.matcher()) for _ in range(n)]
     pb.stats.proposals += n
     log_z = 0.0
@@ -71,7 +84,11 @@ def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = N
         for q in parts:
             if q.done:
                 continue
-            t, lz = awrs_step(pb, q.matcher, pb.logprobs(q.tokens), len(q.tokens), successes=successes)
+            accept = None
+            if potential_in_check:
+                accept = _nonzero_after(pb, potential, q.tokens)
+            t, lz = awrs_step(pb, q.matcher, pb.logprobs(q.tokens), len(q.tokens), successes=successes,
+                              accept=accept)
             if t is None:
                 q.log_w, q.done = float("-inf"), True
                 continue
