@@ -246,3 +246,14 @@ def test_real_model_prefix_cache_matches_a_full_forward(smol_model):
     assert s.target.stats.forward_passes == len(prefixes) - 1     # the last prefix is a cache hit
     ss = s.sample(6, "cars", seed=0)
     assert set(ss.texts) <= {"yes", "no"} and len(ss) == 6
+
+
+@pytest.mark.parametrize("method", ["gcd", "asap", "cars", "awrs", "smc"])
+def test_a_matcher_past_its_limit_raises_instead_of_reading_as_a_dead_end(method):
+    from guidewire.core import Limits, WorkLimitExceededError
+
+    g = compile_regex("|".join(re.escape(s) for s in SENTENCES), VOCAB)
+    g.set_limits(Limits(step_work=1, step_seconds=None))
+    s = Sampler(PROMPT, grammar=g, model=biased_model(VOCAB.vocab_size), vocab=VOCAB, max_tokens=8)
+    with pytest.raises(WorkLimitExceededError):
+        s.sample(5, method, seed=1)

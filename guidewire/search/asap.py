@@ -13,6 +13,7 @@ import numpy as np
 
 from .errors import SearchError
 from .prefix_trie import PrefixTrie
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 
@@ -49,7 +50,7 @@ def asap_sequence(pb: Problem, trie: PrefixTrie) -> list[int] | None:
             trie.update(path)
             return toks
         if not m.advance(t):
-            raise AssertionError(f"the grammar refused token {t} that its mask allowed")
+            raise ConstraintViolationError(f"the grammar refused token {t} that its mask allowed")
         node = trie.child(node, t, p[t])
         toks.append(t)
         path.append(node)

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import SearchBudgetExceeded
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 _FIRST_CHUNK = 16
@@ -117,7 +118,7 @@ def awrs_sequence(pb: Problem, *, successes: int = 2) -> tuple[list[int], float]
         if pb.is_eos(t):
             return toks, log_w
         if not m.advance(t):
-            raise AssertionError(f"the grammar refused token {t} that it had allowed")
+            raise ConstraintViolationError(f"the grammar refused token {t} that it had allowed")
         toks.append(t)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import SearchError
 from .prefix_trie import PrefixTrie
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 
@@ -51,7 +52,7 @@ def cars_proposal(pb: Problem, trie: PrefixTrie) -> list[int] | None:
         if pb.is_eos(t):
             return toks
         if not m.advance(t):
-            raise AssertionError(f"the grammar refused token {t} that it had allowed")
+            raise ConstraintViolationError(f"the grammar refused token {t} that it had allowed")
         node = trie.child(node, t, p[t])
         toks.append(t)
         path.append(node)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 
@@ -68,7 +69,8 @@ def enumerate_exact(pb: Problem, *, tol: float = 1e-3, max_expansions: int = 200
             if pb.is_eos(t) or not np.isfinite(lp[t]):
                 continue
             child = m.fork()
-            child.advance(int(t))
+            if not child.advance(int(t)):
+                raise ConstraintViolationError(f"the grammar refused token {t} that its mask allowed")
             logp = -neg + float(lp[t])
             frontier += math.exp(logp)
             heapq.heappush(heap, (-logp, tick, toks + [int(t)], child))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 
@@ -35,7 +36,7 @@ def gcd_sequence(pb: Problem) -> list[int] | None:
         if pb.is_eos(t):
             return toks
         if not m.advance(t):
-            raise AssertionError(f"the grammar refused token {t} that its mask allowed")
+            raise ConstraintViolationError(f"the grammar refused token {t} that its mask allowed")
         toks.append(t)
 
 

@@ -69,6 +69,7 @@ class Problem:
         matcher.fill_bitmask(self._bm, 0)
         self.stats.masks += 1
         self.stats.constraint_checks += self.vocab_size
+        _raise_matcher_error(matcher)
         return self._bm[0].copy()
 
     def allowed_from_row(self, row: np.ndarray, depth: int) -> np.ndarray:
@@ -90,7 +91,11 @@ class Problem:
         if depth >= self.max_tokens and token not in self.eos_set:
             return False
         self.stats.constraint_checks += 1
-        return matcher.validate([token]) == 1
+        if matcher.advance(token):        # advance + rollback: a limit hit is recorded, not swallowed
+            matcher.rollback(1)
+            return True
+        _raise_matcher_error(matcher)
+        return False
 
     def is_eos(self, token: int) -> bool:
         """Whether ``token`` ends the sequence."""
@@ -120,3 +125,11 @@ class Problem:
         s.tokens_scored = self.target.stats.tokens_scored - self._scored0
         s.wall_seconds = time.perf_counter() - self._t0
         return s
+
+
+def _raise_matcher_error(matcher) -> None:
+    """A matcher past its work or memory limit answers "nothing allowed": never read that as a
+    dead end (it would silently bias the samples); raise its typed error instead."""
+    exc = getattr(matcher, "exception", None)
+    if exc is not None:
+        raise exc

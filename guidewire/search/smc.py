@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from .awrs import awrs_step
+from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 from .sampleset import log_mean_exp
 
@@ -98,7 +99,7 @@ def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = N
                 q.done = True
             else:
                 if not q.matcher.advance(t):
-                    raise AssertionError(f"the grammar refused token {t} that it had allowed")
+                    raise ConstraintViolationError(f"the grammar refused token {t} that it had allowed")
                 q.tokens.append(t)
             if potential is not None and (q.done or len(q.tokens) % potential_every == 0):
                 lp = _log_potential(pb, potential, q.tokens)
