@@ -303,7 +303,11 @@ def main() -> None:
     for other in sorted(OUT.glob("search*.json")):      # runs of the parts into separate files
         if other != path:
             for k, v in json.loads(other.read_text()).items():
-                results.setdefault(k, v)
+                if isinstance(v, dict) and isinstance(results.get(k), dict) and k == "finite":
+                    for name, row in v.items():
+                        results[k].setdefault(name, row)
+                else:
+                    results.setdefault(k, v)
     results["plot"] = plot(results, OUT / "kl_vs_passes.png") if results.get("finite") else "no finite part yet"
     md = report(results) + f"\nPlot: {os.path.relpath(results['plot'], OUT) if os.path.exists(results['plot']) else results['plot']}\n"
     (OUT / "search.md").write_text(md)
