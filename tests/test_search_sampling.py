@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from guidewire.grammar import compile_regex
-from guidewire.search import PrefixTrie, Sampler, SearchBudgetExceeded, SearchError, Target, sample
+from guidewire.search import Sampler, SearchBudgetExceeded, SearchError, Target, sample
 from runtime_fakes import FakeModel, tiny_vocab
 from search_fakes import PROMPT, SENTENCES, biased_model, chi_square, chi_square_critical, enumerate_language
 
