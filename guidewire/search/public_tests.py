@@ -68,7 +68,7 @@ def _calls(node: ast.expr | None, entry_point: str) -> bool:
         for n in ast.walk(node))
 
 
-def public_tests(prompt: str, entry_point: str) -> list[str]:
+def parse_public_tests(prompt: str, entry_point: str) -> list[str]:
     """Assertions (Python source lines) from the examples in ``prompt`` that call ``entry_point``."""
     lines = prompt.splitlines()
     tests: list[str] = []
