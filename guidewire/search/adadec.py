@@ -1,8 +1,9 @@
 """AdaDec ("Towards Better Code Generation: Adaptive Decoding with Uncertainty Guidance", 2025).
 
 Greedy while the next-token entropy is below a threshold ``tau``; at an uncertain step, the top
-``B`` candidates are each followed by a greedy lookahead of ``L`` tokens and the one with the best
-average log-probability (candidate + lookahead) is kept. The chosen candidate's lookahead is what
+``B`` candidates are each followed by a greedy lookahead of ``L`` tokens (the ``B`` lookaheads run
+as one batch branching from the current KV cache) and the one with the best average
+log-probability (candidate + lookahead) is kept. The chosen candidate's lookahead is what
 greedy decoding would produce next as long as each of its steps stays under ``tau``, so those
 tokens are committed at once (the same output, fewer calls).
 
@@ -18,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .code_search import Cursor, SearchContext, entropy, top_k
+from .code_search import Cursor, Rows, SearchContext, entropy, top_k
 
 
 def adadec(ctx: SearchContext, tau: float, *, beams: int = 3, lookahead: int = 5) -> str:
@@ -40,8 +41,7 @@ def adadec(ctx: SearchContext, tau: float, *, beams: int = 3, lookahead: int = 5
             continue
         ctx.stats.triggers += 1
         best = None
-        for t, p in top_k(logp, beams):
-            seq, lps, ents = _lookahead(ctx, cur, toks, t, float(np.log(max(p, 1e-30))), lookahead)
+        for seq, lps, ents in _lookahead(ctx, cur, toks, top_k(logp, beams), lookahead):
             score = float(np.mean(lps))
             if best is None or score > best[0]:
                 best = (score, seq, ents)
@@ -68,24 +68,36 @@ def adadec(ctx: SearchContext, tau: float, *, beams: int = 3, lookahead: int = 5
     return program
 
 
-def _lookahead(ctx: SearchContext, cur: Cursor, toks: list[int], first: int, first_lp: float,
-               length: int) -> tuple[list[int], list[float], list[float]]:
-    """Greedy continuation of ``toks + [first]`` for up to ``length`` tokens: the tokens, their
-    log-probabilities and the entropy of the distribution each was chosen from (``inf`` first)."""
-    seq, lps, ents = [first], [first_lp], [float("inf")]
-    if ctx.finished(toks + seq):
-        return seq, lps, ents
-    logits = cur.goto(toks + seq)
+def _lookahead(ctx: SearchContext, cur: Cursor, toks: list[int], cands: list[tuple[int, float]],
+               length: int) -> list[tuple[list[int], list[float], list[float]]]:
+    """Greedy continuations of ``toks + [c]`` for each candidate, up to ``length`` tokens each,
+    decoded as one batch branching from the cursor: per candidate its tokens, their
+    log-probabilities and the entropy each was chosen from (``inf`` for the candidate)."""
+    out = [([t], [float(np.log(max(p, 1e-30)))], [float("inf")]) for t, p in cands]
+    live = [i for i, (seq, _, _) in enumerate(out) if not ctx.finished(toks + seq)]
+    if not live:
+        return out
+    rows = Rows(ctx, len(live), cursor=cur)
+    rows.step([out[i][0][0] for i in live])
     for _ in range(length):
-        logp = ctx.log_probs(logits, cur.constraint)
-        t = int(logp.argmax())
-        seq.append(t)
-        lps.append(float(logp[t]))
-        ents.append(entropy(logp))
-        if ctx.finished(toks + seq):
+        picks, still = [], []
+        for j, i in enumerate(live):
+            logp = rows.log_probs(j)
+            t = int(logp.argmax())
+            seq, lps, ents = out[i]
+            seq.append(t)
+            lps.append(float(logp[t]))
+            ents.append(entropy(logp))
+            if not ctx.finished(toks + seq):
+                still.append(j)
+                picks.append(t)
+        if not still or _ == length - 1:
             break
-        logits = cur.advance([t])
-    return seq, lps, ents
+        if len(still) < len(live):
+            rows.select(still)
+            live = [live[j] for j in still]
+        rows.step(picks)
+    return out
 
 
 def fit_logistic(x: Sequence[float], y: Sequence[int], *, iterations: int = 50,

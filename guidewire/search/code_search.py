@@ -251,13 +251,18 @@ class Cursor:
 class Rows:
     """A set of completions that advance in lockstep, one token per row per call, all from the
     same prompt (so no padding): batched through the HF module where there is one, else forks of
-    the single-sequence model. ``select(idx)`` keeps/duplicates rows (beam reordering)."""
+    the single-sequence model. ``select(idx)`` keeps/duplicates rows (beam reordering). With
+    ``cursor``, the rows branch from the cursor's state (its cache copied, no model call).
+    ``tokens`` holds each row's tokens since the start (the prompt / the cursor's position)."""
 
-    def __init__(self, ctx: SearchContext, n: int):
+    def __init__(self, ctx: SearchContext, n: int, cursor: "Cursor | None" = None):
         self.ctx = ctx
         module = getattr(ctx.lm, "module", None)
         self._hf = module is not None and hasattr(module, "config")
         prompt = ctx.prompt_ids
+        if cursor is not None:  # branch from where the cursor is (no model call)
+            self._from_cursor(cursor, n, module)
+            return
         if self._hf:
             from ..runtime.model import _new_cache, fit_logits
 
@@ -282,6 +287,25 @@ class Rows:
         self.tokens: list[list[int]] = [[] for _ in range(n)]
         proto = ctx.constraint
         self.constraints = [proto.fork() for _ in range(n)] if proto is not None else None
+
+    def _from_cursor(self, cursor: "Cursor", n: int, module) -> None:
+        model = cursor.model
+        if self._hf and hasattr(model, "_cache"):
+            import copy
+
+            from ..runtime.model import fit_logits
+
+            self._fit, self._module = fit_logits, module
+            self._device = next(module.parameters()).device
+            self._cache = copy.deepcopy(model._cache)
+            self._cache.reorder_cache(torch.zeros(n, dtype=torch.long, device=self._device))
+        else:
+            self._hf = False
+            self._rows = [model.fork() for _ in range(n)]
+        self.logits = cursor.logits.reshape(1, -1).repeat(n, 1)
+        self.tokens = [[] for _ in range(n)]
+        c = cursor.constraint
+        self.constraints = [c.fork() for _ in range(n)] if c is not None else None
 
     def __len__(self) -> int:
         return len(self.tokens)
