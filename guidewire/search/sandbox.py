@@ -3,7 +3,8 @@
 Layers, strongest available first (the modes in force are listed in :attr:`TestRun.isolation`):
 
 * ``netns``: a fresh network namespace (no interfaces but a down loopback), via ``unshare(2)``
-  as root or inside a new user namespace otherwise; ``netns`` is missing when the OS refuses both.
+  directly (root with CAP_SYS_ADMIN) or inside a new user namespace (unprivileged users, capless
+  containers); ``netns`` is missing when the OS refuses both.
 * ``uid``: as root, the child drops to ``nobody`` so the process-count limit binds and other
   users' files (the parent's ``/proc/<pid>/environ`` included) are unreadable -- only where
   ``nobody`` can run the interpreter (not when Python lives under a private ``/root``).
@@ -73,16 +74,15 @@ def _unshare_net() -> bool:
     libc = _libc()
     if libc.unshare(_CLONE_NEWNET) == 0:
         return True
-    if os.geteuid() != 0:
-        uid, gid = os.geteuid(), os.getegid()
-        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-            try:  # map ourselves so files keep their owner; failure leaves us 'nobody' in the ns
-                Path("/proc/self/setgroups").write_text("deny")
-                Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-                Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-            except OSError:
-                pass
-            return True
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:  # unprivileged, or root without CAP_SYS_ADMIN
+        try:  # map ourselves so files keep their owner; failure leaves us 'nobody' in the ns
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        except OSError:
+            pass
+        return True
     return False
 
 
