@@ -118,16 +118,21 @@ def run(args) -> Path:
     return out
 
 
-def _load(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+def _load(dirs: list[Path]) -> list[dict]:
+    rows = []
+    for d in dirs:
+        f = d / "results.jsonl"
+        rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return rows
 
 
-def report(out: Path, budget: int | None = None) -> str:
-    """Write ``report.md`` and ``pass_vs_budget.png`` from ``results.jsonl``; returns the Markdown.
-    Only problems every method finished are counted (an interrupted run stays comparable)."""
+def report(out: Path, sources: list[Path] | None = None) -> str:
+    """Write ``report.md`` and ``pass_vs_budget.png`` into ``out`` from the ``results.jsonl`` of
+    ``sources`` (default: ``out``); returns the Markdown. Only problems every method finished are
+    counted (an interrupted run stays comparable)."""
     import numpy as np
 
-    rows = _load(out)
+    rows = _load(sources or [out])
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
     by = {}
     for r in rows:
@@ -136,8 +141,8 @@ def report(out: Path, budget: int | None = None) -> str:
     lines = [f"HumanEval, {len(complete)} problems every method finished "
              f"({', '.join(sorted(complete, key=lambda t: int(t.split('/')[1]))[:3])}...).", "",
              "| method | budget | pass@1 (hidden) | public-test pass | forwards/problem | positions/problem | "
-             "rollouts/problem | wall s/problem (p50 / mean / max) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "rollouts/problem | wall s/problem (p50 / mean / max) | wall / greedy's (p50 / max) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for m in methods:
         rs = [by[t][m] for t in complete]
         if not rs:
@@ -148,8 +153,8 @@ def report(out: Path, budget: int | None = None) -> str:
             f"({sum(r['hidden_pass'] for r in rs)}/{len(rs)}) | {np.mean([r['public_pass'] for r in rs]):.3f} | "
             f"{np.mean([r['stats']['forwards'] for r in rs]):.0f} | {np.mean([r['stats']['positions'] for r in rs]):.0f} | "
             f"{np.mean([r['stats']['rollouts'] for r in rs]):.1f} | "
-            f"{np.median(w):.1f} / {w.mean():.1f} / {w.max():.1f} |")
-    taus = out / "tau.json"
+            f"{np.median(w):.1f} / {w.mean():.1f} / {w.max():.1f} | {_ratio(by, complete, m)} |")
+    taus = next((d / "tau.json" for d in (sources or [out]) if (d / "tau.json").exists()), out / "tau.json")
     if taus.exists():
         lines += ["", "AdaDec tau (cross-validated halves): " + ", ".join(
             f"half {k}: tau={v['tau']:.3f} from {v['references']} references / {v['tokens']} tokens "
@@ -166,6 +171,15 @@ def report(out: Path, budget: int | None = None) -> str:
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     return text
+
+
+def _ratio(by: dict, complete: list[str], m: str) -> str:
+    """Per-problem wall-clock ratio to greedy in the same run (paired, so machine load cancels)."""
+    import numpy as np
+
+    r = [by[t][m]["wall_s"] / by[t]["greedy"]["wall_s"] for t in complete
+         if "greedy" in by[t] and by[t]["greedy"]["wall_s"] > 0]
+    return f"{np.median(r):.2f}x / {max(r):.2f}x" if r else "-"
 
 
 def _curves(by: dict, complete: list[str]) -> dict:
@@ -222,6 +236,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results/humaneval")
     ap.add_argument("--resume", action="store_true", help="skip (problem, method) pairs already in results")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--source", action="append", default=[],
+                    help="with --report-only: a results directory to include (repeatable; default --out)")
     args = ap.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in args.methods if m not in METHODS]
@@ -230,5 +246,6 @@ def main(argv=None) -> int:
     out = Path(args.out)
     if not args.report_only:
         run(args)
-    sys.stdout.write(report(out))
+    out.mkdir(parents=True, exist_ok=True)
+    sys.stdout.write(report(out, [Path(d) for d in args.source] or None))
     return 0
