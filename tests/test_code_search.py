@@ -255,3 +255,18 @@ def test_solve_entry_point_validates():
         solve("", method="nope", model=lm)
     with pytest.raises(ValueError):
         solve("", method="greedy", budget=0, model=lm)
+
+
+def test_teacher_forced_entropy_and_top1_per_position():
+    from guidewire.search.adadec import teacher_forced
+
+    lm = FakeLM({})
+    lm.sequence = lambda: FakeModel(VOCAB.vocab_size)
+    ref = FakeModel(VOCAB.vocab_size)
+    prompt, sol = [3, 4], [5, 6, 7]
+    ent, top1 = teacher_forced(lm, prompt, sol)
+    assert len(ent) == len(top1) == 3
+    for j, tok in enumerate(sol):
+        p = torch.softmax(ref.logits_for(prompt + sol[:j]).double(), -1)
+        assert ent[j] == pytest.approx(float(-(p * p.log()).sum()), rel=1e-4)
+        assert top1[j] == int(int(p.argmax()) == tok)

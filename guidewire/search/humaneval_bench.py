@@ -67,7 +67,10 @@ def run(args) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     problems = _problems()
-    chosen = list(range(args.offset, min(len(problems), args.offset + args.limit)))
+    order = list(range(len(problems)))
+    if args.order == "shortest":  # by the reference solution's length: decided before any model output
+        order.sort(key=lambda i: (len(problems[i]["canonical_solution"]), i))
+    chosen = order[args.offset:args.offset + args.limit]
     lm = get_model(args.model)
     results = out / "results.jsonl"
     done = set()
@@ -228,6 +231,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=8, help="rollouts for sample/beam/pgtd (default 8)")
     ap.add_argument("--limit", type=int, default=164, help="number of problems from --offset")
     ap.add_argument("--offset", type=int, default=0)
+    ap.add_argument("--order", choices=("index", "shortest"), default="index",
+                    help="problem order before --offset/--limit: HumanEval's, or shortest reference solution first")
     ap.add_argument("--model", default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--style", choices=("chat", "complete"), default="chat")
