@@ -3,7 +3,7 @@
     guidewire json SCHEMA_FILE "PROMPT"
     guidewire generate "PROMPT" [--regex R | --grammar FILE.lark | --json-schema FILE | --choices a,b,c]
     guidewire sql DATABASE "QUESTION" [--execute] [--candidates K]
-    guidewire bench maskbench|spider ARGS...
+    guidewire bench maskbench|spider|humaneval ARGS...
 
 Common flags: ``--model``, ``--max-tokens``, ``--temperature``, ``--seed``, ``--top-p``,
 ``--top-k``, ``--min-p``, ``--stream``, ``--raw`` (no chat template), ``--speculative``
@@ -158,8 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sql_parser(sub)
     pb = sub.add_parser("bench", help="run a benchmark (guidewire bench maskbench --help)",
                         description="Run a benchmark; the arguments after its name go to it.")
-    pb.add_argument("name", choices=["maskbench", "spider"],
-                    help="maskbench: JSON-Schema token masks on MaskBench files; spider: text-to-SQL on Spider")
+    pb.add_argument("name", choices=["maskbench", "spider", "humaneval"],
+                    help="maskbench: JSON-Schema token masks on MaskBench files; spider: text-to-SQL on Spider; "
+                         "humaneval: code search methods on HumanEval")
     pb.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     from .server.cli import add_serve_parser
 
@@ -361,6 +362,10 @@ def _cmd_bench(args) -> int:
         from .sql.bench import main as spider_main
 
         return int(spider_main(list(args.args)) or 0)
+    if args.name == "humaneval":
+        from .search.humaneval_bench import main as humaneval_main
+
+        return int(humaneval_main(list(args.args)) or 0)
     return EXIT_ERROR  # pragma: no cover (argparse restricts the choices)
 
 

@@ -1,4 +1,8 @@
-"""Search layer: sampling the model's distribution *conditioned on* a constraint.
+"""Search layer: choosing tokens well on top of the masks.
+
+Two parts: sampling the model's distribution *conditioned on* a constraint (``sample``,
+``Sampler``; below), and code search with a sandbox (``solve`` with greedy / sample+filter /
+beam / PG-TD / AdaDec, ``run_tests``, ``parse_public_tests``, ``learn_tau``).
 
 **The target.** For every method, the distribution sampled (or, for weighted methods, estimated)
 is, over complete token sequences ``w`` of at most ``max_tokens`` tokens that the constraint
@@ -33,6 +37,13 @@ _NAMES = {
     "PrefixTrie": ".prefix_trie",
     "SearchError": ".errors",
     "SearchBudgetExceeded": ".errors",
+    "run_tests": ".sandbox",
+    "TestRun": ".sandbox",
+    "parse_public_tests": ".public_tests",
+    "solve": ".solve",
+    "CodeResult": ".solve",
+    "CodeTask": ".code_search",
+    "learn_tau": ".adadec",
 }
 
 __getattr__ = lazy_getattr(__name__, _NAMES)
