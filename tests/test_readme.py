@@ -44,6 +44,11 @@ def is_sql_block(code: str) -> bool:
     return "text_to_sql" in code
 
 
+def is_search_block(code: str) -> bool:
+    """A block that calls the model through the search layer or a monitor (run as ``model`` tests)."""
+    return any(m in code for m in ("from guidewire.search import", "create_monitor(", "complete_code("))
+
+
 def is_serve_line(line: str) -> bool:
     return line.startswith("guidewire serve")
 
@@ -78,10 +83,14 @@ def run_cli(line: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
+#: monitors, search sampling, code search (+ the sandbox), IDE completion
+SEARCH_BLOCKS = 3
+
+
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 6 and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
-    assert sum(map(is_sql_block, py)) == 1
+    assert len(py) == 7 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 10 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
     assert len(blocks("bash")) == 5  # set-up, tests, command line, serve, sql: exactly two set-up commands
@@ -90,7 +99,7 @@ def test_readme_has_the_blocks_this_test_runs():
 def test_python_blocks_without_model_run():
     ran = 0
     for code in blocks("python"):
-        if is_model_block(code) or is_server_block(code) or is_sql_block(code):
+        if is_model_block(code) or is_server_block(code) or is_sql_block(code) or is_search_block(code):
             continue
         namespace: dict = {"__name__": "readme"}
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
@@ -105,7 +114,24 @@ def test_python_blocks_without_model_run():
             g = namespace["g"]
             assert g.limits.step_work == 20_000_000 and g.limits.mask_cache_bytes == 8 << 20
             assert g.matcher().advance(g.vocab.token_bytes.index(b"a"))
-    assert ran == 3
+        if "compile_python" in code:
+            _check_python_grammar(namespace["g"])
+    assert ran == 4
+
+
+def _check_python_grammar(g) -> None:
+    """The README's Python grammar against ``ast.parse``: a valid file byte by byte, a broken one refused."""
+    import ast
+
+    single = {tb: i for i, tb in enumerate(g.vocab.token_bytes) if len(tb) == 1}
+    good, bad = b"def f(x):\n    return (x,\n  1)\n", b"x = (1))"
+    ast.parse(good)
+    m = g.matcher()
+    assert all(m.advance(single[bytes([c])]) for c in good) and m.is_accepting()
+    with pytest.raises(SyntaxError):
+        ast.parse(bad)
+    m = g.matcher()
+    assert not all(m.advance(single[bytes([c])]) for c in bad)
 
 
 def test_fast_cli_lines_run():
@@ -207,6 +233,42 @@ def _assert_real_tables(sql: str, db: str) -> None:
         con.close()
     named = {t.name.lower() for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)}
     assert named and named <= real, (named, real)
+
+
+@pytest.mark.model
+def test_search_blocks_run_with_the_model(one_thread, tmp_path, monkeypatch):
+    """Monitors, search sampling and code search as the README shows them, checked by ``dir``,
+    Python ``re`` and ``ast`` (not by guidewire)."""
+    import ast
+    import os.path as osp
+
+    monkeypatch.chdir(tmp_path)   # the search block saves a trie file
+    ran = 0
+    for code in blocks("python"):
+        if not is_search_block(code):
+            continue
+        namespace: dict = {"__name__": "readme"}
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+        ran += 1
+        if "create_monitor(" in code:
+            mon, res = namespace["mon"], namespace["res"]
+            assert mon.stats.triggers >= 1
+            if not mon.stats.abstentions:   # answered within its deadline: the name must exist
+                name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", res.text)
+                assert name and name.group() in dir(osp), res.text
+        elif "solve(" in code:
+            run, res = namespace["run"], namespace["res"]
+            assert run.passed == run.total == 2 and run.error is None
+            ast.parse(res.code)
+            assert 0.0 <= res.public_pass <= 1.0
+        elif "sample(" in code:
+            ss = namespace["ss"]
+            pattern = "|".join(f"{i:05b}" for i in range(32) if f"{i:05b}".count("1") % 2 == 0)
+            assert len(ss.texts) == 200 and all(re.fullmatch(pattern, t) for t in ss.texts)
+            assert (tmp_path / "rain.trie.json").exists()
+        else:
+            pytest.fail("no check for this README block")
+    assert ran == SEARCH_BLOCKS
 
 
 @pytest.mark.model
