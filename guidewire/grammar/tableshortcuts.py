@@ -13,7 +13,7 @@ from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
 from .dfamirror import _ROW
-from .vocabindex import SENTINEL, tails_within
+from .vocabindex import SENTINEL, UTF8_RANGES, tails_within, utf8_slice
 
 
 class InheritanceShortcuts:
@@ -240,3 +240,61 @@ class InheritanceShortcuts:
         if extra:
             masks = np.concatenate([masks] + extra)
         return tuple(groups), masks
+
+    def _utf8_loop(self, q: int) -> bool:
+        """Whether every non-ASCII UTF-8 character takes lexer state ``q`` back to ``q`` without
+        killing it (so never ending a lexeme), checked by a walk of the lexer DFA in product with
+        the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`. Memoised per state."""
+        known = self._utf8_loops.get(q)
+        if known is not None:
+            return known
+        dfa = self.dfa
+        ok = True
+        seen = {(q, 0)}
+        todo = [(q, 0)]
+        while todo and ok:
+            p, u = todo.pop()
+            dfa.ensure_rows(np.array([p], dtype=np.int64))
+            trans = dfa.trans[p]
+            for lo, hi, nu in UTF8_RANGES[u]:
+                targets = trans[lo:hi + 1]
+                if nu == 0:     # a character ends: back in q, nothing killed
+                    ok = bool((targets == q).all())
+                    if not ok:
+                        break
+                    continue
+                if (targets == DEAD).any():
+                    ok = False
+                    break
+                for t in _distinct(targets.astype(np.int64)):
+                    if (t, nu) not in seen:
+                        seen.add((t, nu))
+                        todo.append((t, nu))
+            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # not a plain loop: give up (walk instead)
+                ok = False
+        self._utf8_loops[q] = ok
+        return ok
+
+    def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
+        """Take out the candidates made of whole UTF-8 characters that loop on ``q`` (see
+        :func:`~.vocabindex.utf8_slice`): each reads from ``q`` as ``((), alive[q])``, so the
+        slice joins ``stays`` as one ``(q, row)`` group instead of being walked. ``row`` is this
+        state's transition row as the candidates were taken (reused hubs' first bytes DEAD).
+        Returns ``(cand, first, ptr)``."""
+        if cand.size < tuning.SLICE_MIN_TOKENS:
+            return cand, first, ptr
+        own = self.dfa.trans[q]
+        leads = own[0xC2:0xF5]
+        if (leads == DEAD).any() or not self._utf8_loop(q):
+            return cand, first, ptr
+        ascii_set = np.zeros(256, dtype=bool)
+        ascii_set[:128] = own[:128] == q
+        sl = utf8_slice(self.vocab, ascii_set)
+        member = sl.member.take(cand)
+        if np.count_nonzero(member) < tuning.SLICE_MIN_TOKENS:
+            return cand, first, ptr
+        sliced = sl.row
+        if (row != own).any():      # first bytes answered elsewhere (a reused hub's) stay out
+            sliced = sliced & self.first_byte_row(row != DEAD)
+        stays.append((q, sliced))
+        return _kept(~member, cand, first, ptr)

@@ -135,6 +135,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         cand, first, ptr, stays = self._candidates(row)
+        cand, first, ptr = self._utf8_slice(q, row, cand, first, ptr, stays)
         if self.fuel is not None:
             self.fuel.spend(1 + cand.size)
         state = row.take(first)

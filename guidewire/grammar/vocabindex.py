@@ -26,6 +26,9 @@ _TAILS_KEY = "tokentable.tail_bytes"
 _ORDINARY_KEY = "tokentable.ordinary_row"
 _CANDIDATES_KEY = "tokentable.first_tokens"
 _WITHIN_KEY = "tokentable.tails_within"
+_UTF8_KEY = "tokentable.utf8_tokens"
+_SLICE_KEY = "tokentable.utf8_slices"
+SLICE_CACHE_BYTES = 32 << 20       # per vocabulary, for :func:`utf8_slice`
 WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
 CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
@@ -238,15 +241,25 @@ def tail_bytes(vocab) -> np.ndarray:
     out = vocab._cache.get(_TAILS_KEY)
     if out is None:
         layout = vocab_layout(vocab)
-        n = layout.ids.size
-        lens = layout.ends - layout.starts
-        owner = np.repeat(np.arange(n), np.maximum(lens - 1, 0))
-        pos = _ranges(layout.starts + 1, layout.ends)
-        b = layout.flat.take(pos)
-        words = np.zeros(n * 4, dtype=np.uint64)
-        np.bitwise_or.at(words, owner * 4 + (b >> 6), np.left_shift(np.uint64(1), (b & 63).astype(np.uint64)))
-        out = vocab._cache[_TAILS_KEY] = np.ascontiguousarray(words.reshape(n, 4).T)
-        out.setflags(write=False)
+        skip = np.zeros(layout.flat.size, dtype=bool)     # first bytes and sentinels add nothing
+        skip[layout.starts] = True
+        skip[layout.ends] = True
+        out = vocab._cache[_TAILS_KEY] = _byte_words(layout, skip, 4)
+    return out
+
+
+def _byte_words(layout: VocabLayout, skip: np.ndarray, n_words: int) -> np.ndarray:
+    """Per token (layout order), the set of its bytes below ``64 * n_words`` at flat positions not
+    in ``skip``, as ``n_words`` rows of uint64 words (an OR over each token's span, ``reduceat``)."""
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)
+    out = np.zeros((n_words, layout.ids.size), dtype=np.uint64)
+    if layout.ids.size:
+        bits = np.left_shift(np.uint64(1), (u8 & 63).astype(np.uint64))
+        bits[skip] = 0
+        word = u8 >> 6
+        for w in range(n_words):
+            out[w] = np.bitwise_or.reduceat(np.where(word == w, bits, np.uint64(0)), layout.starts)
+    out.setflags(write=False)
     return out
 
 
@@ -281,3 +294,119 @@ def _ordinary_row(vocab, layout: VocabLayout) -> np.ndarray:
         row = vocab._cache[_ORDINARY_KEY] = ids_row(layout.ids, layout.words)
         row.setflags(write=False)
     return row
+
+
+# -- UTF-8 slices ---------------------------------------------------------------------------------
+# Well-formed UTF-8 (RFC 3629, as Python's strict decoder reads it): for each state of the
+# acceptor (0: on a character boundary), the ``(lo, hi, next state)`` byte ranges it takes.
+# States: 1/2/3 continuation bytes to go; 4: after E0; 5: after ED; 6: after F0; 7: after F4.
+UTF8_RANGES = (
+    ((0xC2, 0xDF, 1), (0xE0, 0xE0, 4), (0xE1, 0xEC, 2), (0xED, 0xED, 5), (0xEE, 0xEF, 2),
+     (0xF0, 0xF0, 6), (0xF1, 0xF3, 3), (0xF4, 0xF4, 7)),
+    ((0x80, 0xBF, 0),),
+    ((0x80, 0xBF, 1),),
+    ((0x80, 0xBF, 2),),
+    ((0xA0, 0xBF, 1),),
+    ((0x80, 0x9F, 1),),
+    ((0x90, 0xBF, 2),),
+    ((0x80, 0x8F, 2),),
+)
+
+
+@dataclass(frozen=True)
+class Utf8Tokens:
+    """Per ordinary token (layout order): whether its bytes are well-formed UTF-8 (whole
+    characters only: it starts and ends on a character boundary), and the set of ASCII bytes
+    it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``)."""
+
+    whole: np.ndarray
+    ascii_bits: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.whole.nbytes + self.ascii_bits.nbytes
+
+
+def utf8_tokens(vocab) -> Utf8Tokens:
+    """The :class:`Utf8Tokens` of ``vocab`` (built once per vocabulary and cached on it)."""
+    out = vocab._cache.get(_UTF8_KEY)
+    if out is None:
+        out = vocab._cache[_UTF8_KEY] = _utf8_tokens(vocab)
+    return out
+
+
+def _whole_utf8(layout: VocabLayout) -> np.ndarray:
+    """Per token (layout order): whether its bytes are well-formed UTF-8, vectorised over the layout.
+
+    Each lead byte must be followed by as many continuation bytes as it announces (a sentinel
+    is not one, so a character cannot run past its token), with the narrower second-byte ranges
+    after E0, ED, F0 and F4; then the continuation bytes so claimed are distinct, and the token
+    is whole iff it holds no other continuation byte and no byte that is never valid.
+    """
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)      # sentinels read as 0 here
+    need = np.zeros(256, dtype=np.int32)                # continuation bytes a lead announces
+    need[0xC2:0xE0], need[0xE0:0xF0], need[0xF0:0xF5] = 1, 2, 3
+    balance = need.take(u8)
+    balance[(u8 >= 0x80) & (u8 <= 0xBF)] -= 1
+    lo = np.full(256, 0x80, dtype=np.uint8)             # the second byte's range after a lead
+    hi = np.full(256, 0xBF, dtype=np.uint8)
+    lo[0xE0], hi[0xED], lo[0xF0], hi[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
+    leads = (balance > 0).nonzero()[0]
+    lead = u8.take(leads)
+    k = need.take(lead)
+    second = u8.take(leads + 1, mode="clip")
+    wrong = [leads[(second < lo.take(lead)) | (second > hi.take(lead))]]
+    for j in (2, 3):
+        sel = leads[k >= j]
+        after = u8.take(sel + j, mode="clip")           # past the end: the last sentinel
+        wrong.append(sel[(after < 0x80) | (after > 0xBF)])
+    wrong.append(((u8 == 0xC0) | (u8 == 0xC1) | (u8 >= 0xF5)).nonzero()[0])
+    whole = np.add.reduceat(balance, layout.starts) == 0 if layout.ids.size else np.zeros(0, dtype=bool)
+    bad = np.concatenate(wrong)
+    whole[np.searchsorted(layout.starts, bad, side="right") - 1] = False
+    return whole
+
+
+def _utf8_tokens(vocab) -> Utf8Tokens:
+    layout = vocab_layout(vocab)
+    whole = _whole_utf8(layout)
+    skip = np.zeros(layout.flat.size, dtype=bool)
+    skip[layout.ends] = True                            # a sentinel reads as byte 0 in ``raw``
+    ascii_bits = _byte_words(layout, skip, 2)
+    whole.setflags(write=False)
+    return Utf8Tokens(whole, ascii_bits)
+
+
+@dataclass(frozen=True)
+class Utf8Slice:
+    """The tokens made of whole UTF-8 characters whose ASCII bytes all lie in a set: ``member``
+    (a bool per ordinary token, layout order) and ``row`` (their bitmask row)."""
+
+    member: np.ndarray
+    row: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.member.nbytes + self.row.nbytes
+
+
+def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
+    """The :class:`Utf8Slice` of ``vocab`` for the 256-bool byte set ``ascii_set`` (only its
+    first 128 entries are read). Memoised per vocabulary (bounded by :data:`SLICE_CACHE_BYTES`)."""
+    return _byte_set_cached(vocab, _SLICE_KEY, ascii_set, _utf8_slice, lambda s: s.nbytes, SLICE_CACHE_BYTES)
+
+
+def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
+    layout = vocab_layout(vocab)
+    index = utf8_tokens(vocab)
+    outside = (~np.packbits(ascii_set[:128], bitorder="little").view(np.uint64)).tolist()
+    member = index.whole.copy()
+    for w, out in enumerate(outside):
+        if out:
+            member &= (index.ascii_bits[w] & np.uint64(out)) == 0
+    row = ids_row(layout.ids[member], layout.words)
+    for arr in (member, row):
+        arr.setflags(write=False)
+    return Utf8Slice(member, row)
