@@ -77,17 +77,22 @@ def test_utf8_slice_matches_a_scan(smollm2, ascii_set):
     assert row == set(layout.ids[np.array(want, dtype=bool)].tolist())
 
 
-# lexers: in the first three every non-ASCII character loops on the string body; in the others
-# some do not (a character excluded, or a length counter), so the slice must not fire there
-LOOPING = [
+# lexers where every character of a class steps a state along a chain (a string body that loops,
+# maxLength counters, products of several terminals), then lexers where some non-ASCII character
+# breaks the chain (excluded, or the start of another terminal), so no slice may take it
+CHAINED = [
     r'start: STR+' + '\n' + r'STR: /"(?:[^"\\\x00-\x1f]|\\["\\n])*"/',
     r'start: (WORD | SP)+' + '\n' + r'WORD: /[a-z\u0080-\U0010ffff]+/' + '\n' + r'SP: " "',
     r'start: STR' + '\n' + r'STR: /"[^"]*"/ | /"ab[^"]*"/',
-]
-NOT_LOOPING = [
-    r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',
     r'start: STR+' + '\n' + r'STR: /"[^"]{0,3}"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{2,5}"/' + '\n' + r'B: /"[^"]{0,9}x/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{0,30}"/' + '\n' + r'B: /"[^"]*"/',
+    r'start: STR+' + '\n' + r'STR: /"[^"]{3}é[a-zé]*"/',
+]
+BROKEN = [
+    r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',
     r'start: STR+' + '\n' + r'STR: /"[^"\u4e00-\u9fff]*"/ | /"中文"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{0,4}"/' + '\n' + r'B: /"éé[a-z]*"/',
 ]
 
 
@@ -113,10 +118,11 @@ def _readings(builder, q):
     return out, table
 
 
-@pytest.mark.parametrize("grammar,loops", [(g, True) for g in LOOPING] + [(g, False) for g in NOT_LOOPING])
-def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, loops):
+@pytest.mark.parametrize("grammar,chained", [(g, True) for g in CHAINED] + [(g, False) for g in BROKEN])
+def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chained):
     """Every state's groups agree with ``walk_token`` and with the same tables built without the
-    slice; the slice fires on the looping lexers (and only on states where it is exact)."""
+    slice; the slice takes tokens on the chained lexers. On the broken ones it may still fire on
+    states the breaking character cannot reach, so there only the agreement is asserted."""
     monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
     g = compile_lark(grammar, soup)
     g.dfa.build_all(limit=2000)
@@ -124,7 +130,7 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, loop
     for q in range(1, g.dfa.n_states):
         with_slice = TableBuilder(g.dfa, soup)
         got, table = _readings(with_slice, q)
-        fired += with_slice._utf8_loops.get(q, False)
+        fired += with_slice._slice_hits.get(q, 0)
         monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 10**9)
         want_tables, _ = _readings(TableBuilder(g.dfa, soup), q)
         monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
@@ -143,4 +149,6 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, loop
                 assert t not in got, (q, soup.token_bytes[t])
             else:
                 assert got.get(t) == (tuple(lexemes), g.dfa.alive[fin]), (q, soup.token_bytes[t])
-    assert (fired > 0) == loops
+    if chained:
+        assert fired > 0
+    return fired

@@ -43,7 +43,8 @@ class DfaMirror:
         self.emit = self.alive_id = self.hub = np.zeros(0, dtype=np.int64)
         self._hub_next = np.zeros(0, dtype=np.int8)    # per state: a byte enters a hub (-1: unknown)
         self._copied = np.zeros(0, dtype=bool)
-        self._utf8_loops: dict[int, bool] = {}   # lexer state -> UTF-8 characters loop on it
+        self._char_steps: dict[tuple[int, bytes], int] = {}   # (state, class) -> its characters' target
+        self._slice_hits: dict[int, int] = {}     # lexer state -> tokens its UTF-8 slice took
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
         self._rows: list[list[int]] | None = None      # every row as a list, once all are built
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far

@@ -241,60 +241,111 @@ class InheritanceShortcuts:
             masks = np.concatenate([masks] + extra)
         return tuple(groups), masks
 
-    def _utf8_loop(self, q: int) -> bool:
-        """Whether every non-ASCII UTF-8 character takes lexer state ``q`` back to ``q`` without
-        killing it (so never ending a lexeme), checked by a walk of the lexer DFA in product with
-        the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`. Memoised per state."""
-        known = self._utf8_loops.get(q)
+    def _char_step(self, s: int, key: bytes, ascii_bytes: np.ndarray) -> int:
+        """The one lexer state every character of a class takes ``s`` to, or DEAD if there is none.
+
+        The class: the ASCII bytes ``ascii_bytes`` (``key`` names the set) and every non-ASCII
+        UTF-8 character. The non-ASCII ones are checked by a walk of the lexer DFA in product with
+        the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`: none may kill a state on the way (so
+        no lexeme ends inside a character) and each must end in the ASCII bytes' target. Memoised.
+        """
+        known = self._char_steps.get((s, key))
         if known is not None:
             return known
         dfa = self.dfa
-        ok = True
-        seen = {(q, 0)}
-        todo = [(q, 0)]
+        dfa.ensure_rows(np.array([s], dtype=np.int64))
+        targets = dfa.trans[s].take(ascii_bytes)
+        t = int(targets[0])
+        ok = t != DEAD and bool((targets == t).all()) and not (dfa.trans[s][0xC2:0xF5] == DEAD).any()
+        seen = {(s, 0)}
+        todo = [(s, 0)] if ok else []
         while todo and ok:
             p, u = todo.pop()
             dfa.ensure_rows(np.array([p], dtype=np.int64))
             trans = dfa.trans[p]
             for lo, hi, nu in UTF8_RANGES[u]:
-                targets = trans[lo:hi + 1]
-                if nu == 0:     # a character ends: back in q, nothing killed
-                    ok = bool((targets == q).all())
-                    if not ok:
-                        break
-                    continue
-                if (targets == DEAD).any():
+                nxt = trans[lo:hi + 1]
+                if nu == 0:     # a character ends: in t, nothing killed
+                    ok = bool((nxt == t).all())
+                elif (nxt == DEAD).any():
                     ok = False
+                else:
+                    for r in _distinct(nxt.astype(np.int64)):
+                        if (r, nu) not in seen:
+                            seen.add((r, nu))
+                            todo.append((r, nu))
+                if not ok:
                     break
-                for t in _distinct(targets.astype(np.int64)):
-                    if (t, nu) not in seen:
-                        seen.add((t, nu))
-                        todo.append((t, nu))
-            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # not a plain loop: give up (walk instead)
+            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # no plain character step: walk instead
                 ok = False
-        self._utf8_loops[q] = ok
-        return ok
+        out = t if ok else DEAD
+        self._char_steps[(s, key)] = out
+        return out
 
     def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
-        """Take out the candidates made of whole UTF-8 characters that loop on ``q`` (see
-        :func:`~.vocabindex.utf8_slice`): each reads from ``q`` as ``((), alive[q])``, so the
-        slice joins ``stays`` as one ``(q, row)`` group instead of being walked. ``row`` is this
-        state's transition row as the candidates were taken (reused hubs' first bytes DEAD).
-        Returns ``(cand, first, ptr)``."""
+        """Take out the candidates made of whole UTF-8 characters of one class that step ``q``
+        along a chain of states (see :func:`~.vocabindex.utf8_slice`), instead of walking them.
+
+        The class is the ASCII bytes that take ``q`` to its most common ASCII successor, plus every
+        non-ASCII character. If every character of the class takes ``q`` to one state ``q1``, and
+        ``q1`` to one ``q2`` and so on (:meth:`_char_step`), a member of ``k`` characters reads from
+        ``q`` as ``((), alive[q_k])`` and ends no lexeme: a string body (the chain loops at once,
+        ``q1 = q``) or the positions of a ``maxLength`` counter, in product with other terminals or
+        not. The members join ``stays`` as one row per final state. ``row`` is this state's
+        transition row as the candidates were taken (reused hubs' first bytes DEAD).
+        Returns ``(cand, first, ptr)``.
+        """
         if cand.size < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
         own = self.dfa.trans[q]
-        leads = own[0xC2:0xF5]
-        if (leads == DEAD).any() or not self._utf8_loop(q):
+        if (own[0xC2:0xF5] == DEAD).any():
             return cand, first, ptr
+        ascii_row = own[:128].astype(np.int64)
+        live = ascii_row[ascii_row != DEAD]
+        if live.size < tuning.MIN_LOOP_BYTES:
+            return cand, first, ptr
+        q1 = int(np.bincount(live).argmax())
         ascii_set = np.zeros(256, dtype=bool)
-        ascii_set[:128] = own[:128] == q
+        ascii_set[:128] = ascii_row == q1
+        if np.count_nonzero(ascii_set) < tuning.MIN_LOOP_BYTES:
+            return cand, first, ptr
+        key = np.packbits(ascii_set[:128]).tobytes()
+        ascii_bytes = _flatnonzero(ascii_set)
+        chain, loops = [q], False
+        while len(chain) <= tuning.SLICE_MAX_CHARS:
+            t = self._char_step(chain[-1], key, ascii_bytes)
+            if t == DEAD:
+                break
+            if t == chain[-1]:
+                loops = True
+                break
+            chain.append(t)
+        if len(chain) == 1 and not loops:
+            return cand, first, ptr
         sl = utf8_slice(self.vocab, ascii_set)
         member = sl.member.take(cand)
+        if not loops:                   # longer members run past the chain: walked
+            member = member & (sl.chars.take(cand) < len(chain))
         if np.count_nonzero(member) < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
-        sliced = sl.row
-        if (row != own).any():      # first bytes answered elsewhere (a reused hub's) stay out
-            sliced = sliced & self.first_byte_row(row != DEAD)
-        stays.append((q, sliced))
+        live_first = None
+        if (row != own).any():          # first bytes answered elsewhere (a reused hub's) stay out
+            live_first = self.first_byte_row(row != DEAD)
+        parts = []
+        if loops and len(chain) == 1:
+            parts.append((q, sl.row))
+        else:
+            rest = sl.row.copy() if loops else None
+            for k in range(1, len(chain)):
+                if k <= sl.by_chars.shape[0]:
+                    parts.append((chain[k], sl.by_chars[k - 1]))
+                    if rest is not None:
+                        rest &= ~sl.by_chars[k - 1]
+            if rest is not None:        # every member of more characters ends in the loop
+                parts.append((chain[-1], rest))
+        for target, r in parts:
+            if not self.dfa.alive[target]:      # never for a trimmed lexer; such tokens are dead
+                continue
+            stays.append((target, r if live_first is None else r & live_first))
+        self._slice_hits[q] = int(np.count_nonzero(member))
         return _kept(~member, cand, first, ptr)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.bitmask import bitmask_words
+from . import tabletuning as tuning
 from .lexer import concat_ranges as _ranges
 from .tablearrays import _flatnonzero, ids_row, rows_by_group
 
@@ -28,7 +29,7 @@ _CANDIDATES_KEY = "tokentable.first_tokens"
 _WITHIN_KEY = "tokentable.tails_within"
 _UTF8_KEY = "tokentable.utf8_tokens"
 _SLICE_KEY = "tokentable.utf8_slices"
-SLICE_CACHE_BYTES = 32 << 20       # per vocabulary, for :func:`utf8_slice`
+SLICE_CACHE_BYTES = 96 << 20       # per vocabulary, for :func:`utf8_slice`
 WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
 CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
@@ -317,15 +318,17 @@ UTF8_RANGES = (
 class Utf8Tokens:
     """Per ordinary token (layout order): whether its bytes are well-formed UTF-8 (whole
     characters only: it starts and ends on a character boundary), and the set of ASCII bytes
-    it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``)."""
+    it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``), and
+    its number of characters ``chars`` (bytes that are not continuation bytes)."""
 
     whole: np.ndarray
     ascii_bits: np.ndarray
+    chars: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held."""
-        return self.whole.nbytes + self.ascii_bits.nbytes
+        return self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes
 
 
 def utf8_tokens(vocab) -> Utf8Tokens:
@@ -374,22 +377,32 @@ def _utf8_tokens(vocab) -> Utf8Tokens:
     skip = np.zeros(layout.flat.size, dtype=bool)
     skip[layout.ends] = True                            # a sentinel reads as byte 0 in ``raw``
     ascii_bits = _byte_words(layout, skip, 2)
-    whole.setflags(write=False)
-    return Utf8Tokens(whole, ascii_bits)
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)
+    starting = ((u8 < 0x80) | (u8 > 0xBF)).astype(np.int32)
+    starting[layout.ends] = 0
+    chars = np.add.reduceat(starting, layout.starts) if layout.ids.size else np.zeros(0, dtype=np.int32)
+    for arr in (whole, chars):
+        arr.setflags(write=False)
+    return Utf8Tokens(whole, ascii_bits, chars)
 
 
 @dataclass(frozen=True)
 class Utf8Slice:
     """The tokens made of whole UTF-8 characters whose ASCII bytes all lie in a set: ``member``
-    (a bool per ordinary token, layout order) and ``row`` (their bitmask row)."""
+    (a bool per ordinary token, layout order), ``row`` (their bitmask row), ``chars`` (each
+    token's number of characters, layout order) and ``by_chars[k - 1]``, the row of the members
+    of exactly ``k`` characters, for ``k`` up to :data:`~.tabletuning.SLICE_MAX_CHARS` (longer members are
+    in ``row`` only)."""
 
     member: np.ndarray
     row: np.ndarray
+    chars: np.ndarray
+    by_chars: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        """Memory held."""
-        return self.member.nbytes + self.row.nbytes
+        """Memory held (``chars`` is shared by every slice of the vocabulary)."""
+        return self.member.nbytes + self.row.nbytes + self.by_chars.nbytes
 
 
 def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
@@ -407,6 +420,20 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
         if out:
             member &= (index.ascii_bits[w] & np.uint64(out)) == 0
     row = ids_row(layout.ids[member], layout.words)
-    for arr in (member, row):
+    at = member.nonzero()[0]
+    k = index.chars.take(at)
+    short = k <= tuning.SLICE_MAX_CHARS
+    n_rows = int(k.max(where=short, initial=0))
+    by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
+    for arr in (member, row, by_chars):
         arr.setflags(write=False)
-    return Utf8Slice(member, row)
+    return Utf8Slice(member, row, index.chars, by_chars)
+
+
+def _sum_rows(gid: np.ndarray, toks: np.ndarray, n_rows: int, words: int) -> np.ndarray:
+    """``(n_rows, words)`` int32 rows, token ``toks[i]`` in row ``gid[i]`` (tokens distinct): the bits
+    of distinct tokens are distinct powers of two, so their float64 sum is exact and is their OR."""
+    toks = toks.astype(np.int64, copy=False)
+    sums = np.bincount(gid.astype(np.int64) * words + (toks >> 5), weights=np.left_shift(1, toks & 31),
+                       minlength=n_rows * words)
+    return sums.astype(np.uint32).view(np.int32).reshape(n_rows, words)
