@@ -18,7 +18,7 @@ from guidewire.grammar.lexer import DEAD
 from guidewire.grammar.tokentable import TableBuilder, walk_token
 from guidewire.grammar.vocabindex import utf8_slice, utf8_tokens, vocab_layout
 
-ALPHABET = ["a", "b", "z", " ", '"', "\\", "\n", "é", "ü", "€", "中", "😀", "\u0800", "\ud7ff", "\U0010ffff"]
+ALPHABET = ["a", "b", "z", "1", " ", '"', "\\", "\n", "é", "٣", "ڠ", "ü", "€", "中", "😀", "\u0800", "\ud7ff", "\U0010ffff"]
 RAW = [b"\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf5", b"\xff", b"\xe0\x80\x80"]
 
 
@@ -63,14 +63,15 @@ def test_utf8_index_on_a_real_vocabulary(smollm2):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.sets(st.integers(0, 127), max_size=128))
-def test_utf8_slice_matches_a_scan(smollm2, ascii_set):
-    """A slice holds exactly the whole-UTF-8 tokens whose ASCII bytes lie in the set."""
+@given(st.sets(st.integers(0, 127), max_size=128), st.sets(st.integers(0xC2, 0xF4), max_size=51))
+def test_utf8_slice_matches_a_scan(smollm2, ascii_set, leads):
+    """A slice holds exactly the whole-UTF-8 tokens whose ASCII bytes and lead bytes lie in the set."""
+    ascii_set = ascii_set | leads
     sel = np.zeros(256, dtype=bool)
     sel[list(ascii_set)] = True
     sl = utf8_slice(smollm2, sel)
     layout = vocab_layout(smollm2)
-    want = [_decodes(d) and all(b >= 128 or b in ascii_set for b in d)
+    want = [_decodes(d) and all(0x80 <= b < 0xC0 or b in ascii_set for b in d)
             for d in map(smollm2.token_bytes.__getitem__, layout.ids.tolist())]
     assert sl.member.tolist() == want
     row = set(np.flatnonzero(bitmask_to_bool(sl.row, smollm2.vocab_size)).tolist())
@@ -88,6 +89,7 @@ CHAINED = [
     r'start: A | B' + '\n' + r'A: /"[^"]{2,5}"/' + '\n' + r'B: /"[^"]{0,9}x/',
     r'start: A | B' + '\n' + r'A: /"[^"]{0,30}"/' + '\n' + r'B: /"[^"]*"/',
     r'start: STR+' + '\n' + r'STR: /"[^"]{3}é[a-zé]*"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]*"/' + '\n' + r'B: /"\d+x/',
 ]
 BROKEN = [
     r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',

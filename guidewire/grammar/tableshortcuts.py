@@ -13,7 +13,9 @@ from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
 from .dfamirror import _ROW
-from .vocabindex import SENTINEL, UTF8_RANGES, tails_within, utf8_slice
+from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice
+
+ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 
 
 class InheritanceShortcuts:
@@ -241,13 +243,43 @@ class InheritanceShortcuts:
             masks = np.concatenate([masks] + extra)
         return tuple(groups), masks
 
-    def _char_step(self, s: int, key: bytes, ascii_bytes: np.ndarray) -> int:
+    def _chars_land(self, s: int, t: int, leads: np.ndarray) -> bool:
+        """Whether every UTF-8 character whose lead byte is in ``leads`` takes lexer state ``s`` to
+        ``t`` without killing any state on the way (so no lexeme ends inside it): a walk of the
+        lexer DFA in product with the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`."""
+        dfa = self.dfa
+        if not leads.size:
+            return True
+        firsts = dfa.trans[s].take(leads)
+        if (firsts == DEAD).any():
+            return False
+        todo = list({(int(p), int(u)) for p, u in zip(firsts.tolist(), UTF8_LEAD_NEXT.take(leads).tolist())})
+        seen = set(todo)
+        while todo:
+            p, u = todo.pop()
+            dfa.ensure_rows(np.array([p], dtype=np.int64))
+            trans = dfa.trans[p]
+            for lo, hi, nu in UTF8_RANGES[u]:
+                nxt = trans[lo:hi + 1]
+                if nu == 0:     # a character ends: in t, nothing killed
+                    if not (nxt == t).all():
+                        return False
+                elif (nxt == DEAD).any():
+                    return False
+                else:
+                    for r in _distinct(nxt.astype(np.int64)):
+                        if (r, nu) not in seen:
+                            seen.add((r, nu))
+                            todo.append((r, nu))
+            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # no plain character step: walk instead
+                return False
+        return True
+
+    def _char_step(self, s: int, key: bytes, ascii_bytes: np.ndarray, leads: np.ndarray) -> int:
         """The one lexer state every character of a class takes ``s`` to, or DEAD if there is none.
 
-        The class: the ASCII bytes ``ascii_bytes`` (``key`` names the set) and every non-ASCII
-        UTF-8 character. The non-ASCII ones are checked by a walk of the lexer DFA in product with
-        the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`: none may kill a state on the way (so
-        no lexeme ends inside a character) and each must end in the ASCII bytes' target. Memoised.
+        The class: the ASCII bytes ``ascii_bytes`` and the UTF-8 characters whose lead byte is in
+        ``leads`` (``key`` names the class); see :meth:`_chars_land`. Memoised.
         """
         known = self._char_steps.get((s, key))
         if known is not None:
@@ -256,31 +288,18 @@ class InheritanceShortcuts:
         dfa.ensure_rows(np.array([s], dtype=np.int64))
         targets = dfa.trans[s].take(ascii_bytes)
         t = int(targets[0])
-        ok = t != DEAD and bool((targets == t).all()) and not (dfa.trans[s][0xC2:0xF5] == DEAD).any()
-        seen = {(s, 0)}
-        todo = [(s, 0)] if ok else []
-        while todo and ok:
-            p, u = todo.pop()
-            dfa.ensure_rows(np.array([p], dtype=np.int64))
-            trans = dfa.trans[p]
-            for lo, hi, nu in UTF8_RANGES[u]:
-                nxt = trans[lo:hi + 1]
-                if nu == 0:     # a character ends: in t, nothing killed
-                    ok = bool((nxt == t).all())
-                elif (nxt == DEAD).any():
-                    ok = False
-                else:
-                    for r in _distinct(nxt.astype(np.int64)):
-                        if (r, nu) not in seen:
-                            seen.add((r, nu))
-                            todo.append((r, nu))
-                if not ok:
-                    break
-            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # no plain character step: walk instead
-                ok = False
+        ok = t != DEAD and bool((targets == t).all()) and self._chars_land(s, t, leads)
         out = t if ok else DEAD
         self._char_steps[(s, key)] = out
         return out
+
+    def _slice_leads(self, q: int, t: int) -> np.ndarray:
+        """The lead bytes whose characters all take ``q`` to ``t`` (all of them, in one walk, when
+        they can; else lead by lead: a pattern's ``\\d`` sends Unicode digits elsewhere, say)."""
+        if self._chars_land(q, t, ALL_LEADS):
+            return ALL_LEADS
+        return np.array([b for b in ALL_LEADS.tolist() if self._chars_land(q, t, ALL_LEADS[b - 0xC2:b - 0xC1])],
+                        dtype=np.int64)
 
     def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
         """Take out the candidates made of whole UTF-8 characters of one class that step ``q``
@@ -298,8 +317,6 @@ class InheritanceShortcuts:
         if cand.size < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
         own = self.dfa.trans[q]
-        if (own[0xC2:0xF5] == DEAD).any():
-            return cand, first, ptr
         ascii_row = own[:128].astype(np.int64)
         live = ascii_row[ascii_row != DEAD]
         if live.size < tuning.MIN_LOOP_BYTES:
@@ -309,11 +326,13 @@ class InheritanceShortcuts:
         ascii_set[:128] = ascii_row == q1
         if np.count_nonzero(ascii_set) < tuning.MIN_LOOP_BYTES:
             return cand, first, ptr
-        key = np.packbits(ascii_set[:128]).tobytes()
         ascii_bytes = _flatnonzero(ascii_set)
+        leads = self._slice_leads(q, q1)
+        ascii_set[leads] = True          # the class, as one byte set: ASCII bytes and lead bytes
+        key = np.packbits(ascii_set).tobytes()
         chain, loops = [q], False
         while len(chain) <= tuning.SLICE_MAX_CHARS:
-            t = self._char_step(chain[-1], key, ascii_bytes)
+            t = self._char_step(chain[-1], key, ascii_bytes, leads)
             if t == DEAD:
                 break
             if t == chain[-1]:

@@ -312,6 +312,10 @@ UTF8_RANGES = (
     ((0x90, 0xBF, 2),),
     ((0x80, 0x8F, 2),),
 )
+UTF8_LEAD_NEXT = np.zeros(256, dtype=np.int64)    # the acceptor's state after each lead byte
+for _lo, _hi, _next in UTF8_RANGES[0]:
+    UTF8_LEAD_NEXT[_lo:_hi + 1] = _next
+UTF8_LEAD_NEXT.setflags(write=False)
 
 
 @dataclass(frozen=True)
@@ -319,16 +323,18 @@ class Utf8Tokens:
     """Per ordinary token (layout order): whether its bytes are well-formed UTF-8 (whole
     characters only: it starts and ends on a character boundary), and the set of ASCII bytes
     it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``), and
-    its number of characters ``chars`` (bytes that are not continuation bytes)."""
+    its number of characters ``chars`` (bytes that are not continuation bytes), and the set of
+    its bytes from 0xC0 up (the lead bytes) as one uint64 word each (``lead_bits``, bit ``b - 0xC0``)."""
 
     whole: np.ndarray
     ascii_bits: np.ndarray
     chars: np.ndarray
+    lead_bits: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held."""
-        return self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes
+        return self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes + self.lead_bits.nbytes
 
 
 def utf8_tokens(vocab) -> Utf8Tokens:
@@ -376,19 +382,22 @@ def _utf8_tokens(vocab) -> Utf8Tokens:
     whole = _whole_utf8(layout)
     skip = np.zeros(layout.flat.size, dtype=bool)
     skip[layout.ends] = True                            # a sentinel reads as byte 0 in ``raw``
-    ascii_bits = _byte_words(layout, skip, 2)
+    words = _byte_words(layout, skip, 4)
+    ascii_bits, lead_bits = np.ascontiguousarray(words[:2]), words[3]
     u8 = np.frombuffer(layout.raw, dtype=np.uint8)
     starting = ((u8 < 0x80) | (u8 > 0xBF)).astype(np.int32)
     starting[layout.ends] = 0
     chars = np.add.reduceat(starting, layout.starts) if layout.ids.size else np.zeros(0, dtype=np.int32)
     for arr in (whole, chars):
         arr.setflags(write=False)
-    return Utf8Tokens(whole, ascii_bits, chars)
+    for arr in (ascii_bits, lead_bits):
+        arr.setflags(write=False)
+    return Utf8Tokens(whole, ascii_bits, chars, lead_bits)
 
 
 @dataclass(frozen=True)
 class Utf8Slice:
-    """The tokens made of whole UTF-8 characters whose ASCII bytes all lie in a set: ``member``
+    """The tokens made of whole UTF-8 characters whose ASCII bytes and lead bytes all lie in a set: ``member``
     (a bool per ordinary token, layout order), ``row`` (their bitmask row), ``chars`` (each
     token's number of characters, layout order) and ``by_chars[k - 1]``, the row of the members
     of exactly ``k`` characters, for ``k`` up to :data:`~.tabletuning.SLICE_MAX_CHARS` (longer members are
@@ -406,8 +415,8 @@ class Utf8Slice:
 
 
 def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
-    """The :class:`Utf8Slice` of ``vocab`` for the 256-bool byte set ``ascii_set`` (only its
-    first 128 entries are read). Memoised per vocabulary (bounded by :data:`SLICE_CACHE_BYTES`)."""
+    """The :class:`Utf8Slice` of ``vocab`` for the 256-bool byte set ``ascii_set``: its ASCII bytes
+    and its lead bytes (from 0xC0 up) are read, continuation bytes are always allowed. Memoised per vocabulary (bounded by :data:`SLICE_CACHE_BYTES`)."""
     return _byte_set_cached(vocab, _SLICE_KEY, ascii_set, _utf8_slice, lambda s: s.nbytes, SLICE_CACHE_BYTES)
 
 
@@ -419,6 +428,9 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
     for w, out in enumerate(outside):
         if out:
             member &= (index.ascii_bits[w] & np.uint64(out)) == 0
+    no_lead = int(~np.packbits(ascii_set[192:], bitorder="little").view(np.uint64)[0])
+    if no_lead:
+        member &= (index.lead_bits & np.uint64(no_lead)) == 0
     row = ids_row(layout.ids[member], layout.words)
     at = member.nonzero()[0]
     k = index.chars.take(at)
