@@ -44,6 +44,7 @@ class DfaMirror:
         self._hub_next = np.zeros(0, dtype=np.int8)    # per state: a byte enters a hub (-1: unknown)
         self._copied = np.zeros(0, dtype=bool)
         self._char_steps: dict[tuple[int, bytes], int] = {}   # (state, class) -> its characters' target
+        self._lands: dict[tuple[int, int, int], bool] = {}   # (state, UTF-8 state, target) -> see _rest_lands
         self._slice_hits: dict[int, int] = {}     # lexer state -> tokens its UTF-8 slice took
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
         self._rows: list[list[int]] | None = None      # every row as a list, once all are built

@@ -245,35 +245,42 @@ class InheritanceShortcuts:
 
     def _chars_land(self, s: int, t: int, leads: np.ndarray) -> bool:
         """Whether every UTF-8 character whose lead byte is in ``leads`` takes lexer state ``s`` to
-        ``t`` without killing any state on the way (so no lexeme ends inside it): a walk of the
-        lexer DFA in product with the UTF-8 acceptor :data:`~.vocabindex.UTF8_RANGES`."""
-        dfa = self.dfa
+        ``t`` without killing any state on the way (so no lexeme ends inside it)."""
         if not leads.size:
             return True
-        firsts = dfa.trans[s].take(leads)
+        firsts = self.dfa.trans[s].take(leads)
         if (firsts == DEAD).any():
             return False
-        todo = list({(int(p), int(u)) for p, u in zip(firsts.tolist(), UTF8_LEAD_NEXT.take(leads).tolist())})
-        seen = set(todo)
-        while todo:
-            p, u = todo.pop()
-            dfa.ensure_rows(np.array([p], dtype=np.int64))
-            trans = dfa.trans[p]
-            for lo, hi, nu in UTF8_RANGES[u]:
-                nxt = trans[lo:hi + 1]
-                if nu == 0:     # a character ends: in t, nothing killed
-                    if not (nxt == t).all():
-                        return False
-                elif (nxt == DEAD).any():
-                    return False
-                else:
-                    for r in _distinct(nxt.astype(np.int64)):
-                        if (r, nu) not in seen:
-                            seen.add((r, nu))
-                            todo.append((r, nu))
-            if len(seen) > tuning.UTF8_PRODUCT_STATES:    # no plain character step: walk instead
-                return False
-        return True
+        pairs = set(zip(firsts.tolist(), UTF8_LEAD_NEXT.take(leads).tolist()))
+        return all(self._rest_lands(p, u, t) for p, u in pairs)
+
+    def _rest_lands(self, p: int, u: int, t: int) -> bool:
+        """Whether, from lexer state ``p`` inside a character (UTF-8 acceptor state ``u``), every
+        way to finish the character reaches ``t`` without killing a state: a walk of the lexer DFA
+        in product with the acceptor :data:`~.vocabindex.UTF8_RANGES` (at most 3 bytes deep).
+        Memoised per ``(p, u, t)``."""
+        key = (p, u, t)
+        known = self._lands.get(key)
+        if known is not None:
+            return known
+        dfa = self.dfa
+        if not dfa.row_done[p]:
+            dfa.compute_row(p)
+        trans = dfa.trans[p]
+        ok = True
+        for lo, hi, nu in UTF8_RANGES[u]:
+            nxt = trans[lo:hi + 1]
+            if nu == 0:         # the character ends: in t, nothing killed
+                ok = bool((nxt == t).all())
+            elif (nxt == DEAD).any():
+                ok = False
+            else:
+                states = _distinct(nxt.astype(np.int64))
+                ok = len(states) <= tuning.UTF8_PRODUCT_STATES and all(self._rest_lands(r, nu, t) for r in states)
+            if not ok:
+                break
+        self._lands[key] = ok
+        return ok
 
     def _char_step(self, s: int, key: bytes, ascii_bytes: np.ndarray, leads: np.ndarray) -> int:
         """The one lexer state every character of a class takes ``s`` to, or DEAD if there is none.
@@ -294,12 +301,15 @@ class InheritanceShortcuts:
         return out
 
     def _slice_leads(self, q: int, t: int) -> np.ndarray:
-        """The lead bytes whose characters all take ``q`` to ``t`` (all of them, in one walk, when
-        they can; else lead by lead: a pattern's ``\\d`` sends Unicode digits elsewhere, say)."""
-        if self._chars_land(q, t, ALL_LEADS):
-            return ALL_LEADS
-        return np.array([b for b in ALL_LEADS.tolist() if self._chars_land(q, t, ALL_LEADS[b - 0xC2:b - 0xC1])],
-                        dtype=np.int64)
+        """The lead bytes whose characters all take ``q`` to ``t`` (usually all of them; a pattern's
+        ``\\d`` sends Unicode digits elsewhere, say). Decided once per distinct state after the lead."""
+        firsts = self.dfa.trans[q].take(ALL_LEADS)
+        good = firsts != DEAD
+        nexts = UTF8_LEAD_NEXT.take(ALL_LEADS)
+        verdict = {pair: self._rest_lands(pair[0], pair[1], t)
+                   for pair in set(zip(firsts[good].tolist(), nexts[good].tolist()))}
+        good[good] = [verdict[pair] for pair in zip(firsts[good].tolist(), nexts[good].tolist())]
+        return ALL_LEADS[good]
 
     def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
         """Take out the candidates made of whole UTF-8 characters of one class that step ``q``
