@@ -154,3 +154,28 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
     if chained:
         assert fired > 0
     return fired
+
+
+@pytest.mark.parametrize("grammar", CHAINED)
+def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar):
+    """The slice's checks determinise lexer rows on a lazily built lexer; the masks after a few
+    prefixes equal those of the fully built lexer, and the slice took tokens on the way."""
+    import guidewire.grammar.compiled as compiled
+
+    monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    eager = compile_lark(grammar, soup)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
+    lazy = compile_lark(grammar, soup)
+    assert eager._rep.size and not lazy._rep.size
+    checked = 0
+    for prefix in ('"', '"a', '"é', '"ab', '"abé', "ab", "é"):
+        r1 = eager.step_bytes(eager.earley.initial, 1, prefix.encode())
+        r2 = lazy.step_bytes(lazy.earley.initial, 1, prefix.encode())
+        assert (r1 is None) == (r2 is None), prefix
+        if r1 is None:
+            continue
+        (s1, q1), (s2, q2) = r1, r2
+        assert np.array_equal(eager.mask(s1, q1), lazy.mask(s2, q2)), prefix
+        checked += 1
+    assert checked >= 2
+    assert sum(lazy._builder._slice_hits.values()) > 0

@@ -136,6 +136,8 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         cand, first, ptr, stays = self._candidates(row)
         cand, first, ptr = self._utf8_slice(q, row, cand, first, ptr, stays)
+        if self._rows is None:      # the slice's checks may have built lexer rows: mirror them
+            self._sync()
         if self.fuel is not None:
             self.fuel.spend(1 + cand.size)
         state = row.take(first)
