@@ -340,8 +340,14 @@ class InheritanceShortcuts:
         leads = self._slice_leads(q, q1)
         ascii_set[leads] = True          # the class, as one byte set: ASCII bytes and lead bytes
         key = np.packbits(ascii_set).tobytes()
+        if self._char_step(q, key, ascii_bytes, leads) == DEAD:
+            return cand, first, ptr
+        sl = utf8_slice(self.vocab, ascii_set)
+        member = sl.member.take(cand)
+        # follow the chain no further than the longest member needs (each step determinises rows)
+        need = min(tuning.SLICE_MAX_CHARS, int(sl.chars.take(cand).max(where=member, initial=0)))
         chain, loops = [q], False
-        while len(chain) <= tuning.SLICE_MAX_CHARS:
+        while len(chain) <= need:
             t = self._char_step(chain[-1], key, ascii_bytes, leads)
             if t == DEAD:
                 break
@@ -351,8 +357,6 @@ class InheritanceShortcuts:
             chain.append(t)
         if len(chain) == 1 and not loops:
             return cand, first, ptr
-        sl = utf8_slice(self.vocab, ascii_set)
-        member = sl.member.take(cand)
         if not loops:                   # longer members run past the chain: walked
             member = member & (sl.chars.take(cand) < len(chain))
         if np.count_nonzero(member) < tuning.SLICE_MIN_TOKENS:
