@@ -6,7 +6,7 @@ Each worker compiles a schema cold and walks its tokenized MaskBench instances, 
 Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks.
 
     git archive <base-commit> | tar -x -C /tmp/base
-    python bench/ab_paired.py --base /tmp/base --n 100
+    python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json, sys, time
 import numpy as np
 from guidewire.grammar import compile_json_schema
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances
-b = load_tokenizer("smollm2")
+b = load_tokenizer(sys.argv[1])
 print("ready", flush=True)
 for line in sys.stdin:
     times = []
@@ -52,10 +52,10 @@ for line in sys.stdin:
 '''
 
 
-def _start(tree: str) -> subprocess.Popen:
+def _start(tree: str, tokenizer: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": tree, "HF_HUB_OFFLINE": "1", "GUIDEWIRE_NUM_THREADS": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    p = subprocess.Popen([sys.executable, "-c", WORKER], cwd=tree, env=env, text=True,
+    p = subprocess.Popen([sys.executable, "-c", WORKER, tokenizer], cwd=tree, env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "ready"
     return p
@@ -74,10 +74,12 @@ def main(argv=None) -> None:
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--tokenizer", default="smollm2", help="smollm2 or gemma3")
+    ap.add_argument("--out", default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
     files = sorted(f for f in os.listdir(args.data) if f.endswith(".json"))
     sample = random.Random(args.seed).sample(files, min(args.n, len(files)))
-    workers = {"base": _start(os.path.abspath(args.base)), "new": _start(os.path.abspath(args.new))}
+    workers = {k: _start(os.path.abspath(t), args.tokenizer) for k, t in (("base", args.base), ("new", args.new))}
     got: dict[str, list] = {"base": [], "new": []}
     for i, name in enumerate(sample):
         path = os.path.abspath(os.path.join(args.data, name))
@@ -97,7 +99,12 @@ def main(argv=None) -> None:
     out["ratio_p99"] = out["new"]["p99"] / out["base"]["p99"]
     out["median_pair_ratio_all"] = float(np.median(new / base))
     out["median_pair_ratio_slowest_1pct"] = float(np.median(new[slow] / base[slow]))
+    out["over_20ms"] = {k: int((a > 20_000).sum()) for k, a in (("base", base), ("new", new))}
+    out["tokenizer"], out["schemas"], out["seed"] = args.tokenizer, len(sample), args.seed
     print(json.dumps(out, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, pat
     The thresholds are forced so that one path handles every table; the states are the
     first 40 of each grammar (string bodies, numbers, keywords, whitespace).
     """
-    import guidewire.grammar.tokentable as tt
+    import guidewire.grammar.tabletuning as tt
 
     big = 10**9
     for name, value in {"SMALL_WALK": 0 if path == "numpy" else big, "SMALL_WALK_TOKENS": 0,
@@ -121,7 +121,7 @@ def test_hub_meet_needs_an_unbroken_lexeme(smollm2, monkeypatch):
     """From the state after ``z``, ``ba`` reads as ``T2("zb")`` then ``IDENT("a")``: it enters the
     identifier hub with loop bytes only, but across a lexeme end, so it must not be read as
     from that hub (where ``ba`` is one identifier). The numpy walk is forced (it meets hubs)."""
-    import guidewire.grammar.tokentable as tt
+    import guidewire.grammar.tabletuning as tt
 
     monkeypatch.setattr(tt, "SMALL_WALK", 0)
     monkeypatch.setattr(tt, "SMALL_WALK_TOKENS", 0)

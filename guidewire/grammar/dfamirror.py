@@ -1,0 +1,184 @@
+"""The token-table builder's mirror of a (lazily growing) lexer DFA, kept in sync incrementally.
+
+Per-state numpy arrays the vectorised walk indexes: the extended transition table (a row per
+state, 257 wide: the sentinel column sends a token's end to ``-1 - state``), emitted terminal
+sets, alive-set ids and self-loop hub slots; plus the rows as plain lists for byte-by-byte walks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tabletuning as tuning
+from .lexer import DEAD, ByteDFA
+from .tablearrays import _flatnonzero
+from .vocabindex import SENTINEL, LoopRuns, loop_runs, vocab_layout
+
+_ROW = SENTINEL + 1     # width of the extended transition table
+
+
+class DfaMirror:
+    """Per-state arrays of one lexer DFA for one vocabulary (the base of :class:`TableBuilder`).
+
+    Works on a partially determinised DFA too (rows are computed as the walk needs them);
+    a fully built DFA just never needs to.
+    """
+
+    def __init__(self, dfa: ByteDFA, vocab, lookup=None):
+        self.dfa = dfa
+        self.vocab = vocab
+        self.lookup = lookup        # optional q -> TokenTable (a cache) for hub reuse
+        self.layout = vocab_layout(vocab)
+        self._synced = (-1, -1)
+        self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot
+        self._hub_loops: list[np.ndarray] = []
+        self._hubs: list[LoopRuns | None] = []
+        self._alive_index: dict[int, int] = {}
+        self._alive_values: list[int] = []
+        # per-state arrays with spare capacity (see _sync): extended transitions (flat),
+        # emitted terminal set, alive-set id, hub slot, and whether the row was copied
+        self._cap = self._n = 0
+        self._ext = np.zeros((0, _ROW), dtype=np.int64)
+        self.trans = self._ext.reshape(-1)
+        self.emit = self.alive_id = self.hub = np.zeros(0, dtype=np.int64)
+        self._hub_next = np.zeros(0, dtype=np.int8)    # per state: a byte enters a hub (-1: unknown)
+        self._copied = np.zeros(0, dtype=bool)
+        self._char_steps: dict[tuple[int, bytes], int] = {}   # (state, class) -> its characters' target
+        self._lands: dict[tuple[int, int, int], bool] = {}   # (state, UTF-8 state, target) -> see _rest_lands
+        self._slice_hits: dict[int, int] = {}     # lexer state -> tokens its UTF-8 slice took
+        self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
+        self._rows: list[list[int]] | None = None      # every row as a list, once all are built
+        self._lazy_rows: _RowLists | None = None        # else the rows converted so far
+        self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)
+
+    # cached per-state arrays, refreshed incrementally when the DFA grows
+    def _sync(self) -> None:
+        """Bring the per-state arrays up to date with the (possibly lazily growing) DFA.
+
+        Work is proportional to the states and rows added since the last call: the
+        extended transition table keeps spare capacity, and only rows that became
+        complete are copied and checked for self-loops. Once every row is built the lexer
+        is complete (only building a row adds states), and this returns at once.
+        """
+        if self._rows is not None:
+            return
+        dfa = self.dfa
+        n = dfa.n_states
+        done = dfa.row_done[:n]
+        key = (n, int(np.count_nonzero(done)))
+        if key == self._synced:
+            return
+        if n > self._cap:
+            self._grow(max(n, 2 * self._cap, 64))
+        old = self._n
+        if n > old:
+            self.emit[old:n] = dfa.emit[old:n]
+            alive_id = self.alive_id
+            for st in range(old, n):
+                bits = dfa.alive[st]
+                if bits:
+                    i = self._alive_index.get(bits)
+                    if i is None:
+                        i = self._alive_index[bits] = len(self._alive_values)
+                        self._alive_values.append(bits)
+                    alive_id[st] = i
+            self._n = n
+        fresh = _flatnonzero(done & ~self._copied[:n])
+        if fresh.size:
+            rows = dfa.trans[fresh]
+            self._ext[fresh, :256] = rows
+            self._copied[fresh] = True
+            self._add_hubs(fresh, rows)
+        # plain lists for the byte-by-byte walks (fast indexing), once every row is built;
+        # then the hubs are final too: fetch their loop runs now, not in some later step
+        self._rows = dfa.trans[:n].tolist() if key[1] == n else None
+        if self._rows is not None:
+            for slot in range(len(self._hubs)):
+                self._hub(slot)
+        self._synced = key
+
+    def _grow(self, cap: int) -> None:
+        """Reallocate the per-state arrays with room for ``cap`` states."""
+        old = self._cap
+        ext = np.zeros((cap, _ROW), dtype=np.int64)     # rows not built yet read as DEAD
+        ext[:old] = self._ext[:old]
+        ext[:, SENTINEL] = -1 - np.arange(cap)          # the end of a token: "finished in state s"
+        self._ext = ext
+        self.trans = ext.reshape(-1)
+        for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
+                                  ("hub", -1, np.int64), ("_copied", False, bool),
+                                  ("_hub_next", -1, np.int8)):
+            arr = np.full(cap, fill, dtype=dtype)
+            arr[:old] = getattr(self, name)[:old]
+            setattr(self, name, arr)
+        self._cap = cap
+
+    def _add_hubs(self, states: np.ndarray, rows: np.ndarray) -> None:
+        """Record which of ``states`` (rows just completed) are self-loop hubs; hub data is fetched lazily."""
+        loops = rows == states[:, None]
+        for k in _flatnonzero(loops.sum(axis=1) >= tuning.MIN_LOOP_BYTES).tolist():
+            st = int(states[k])
+            if st == DEAD:
+                continue
+            key = np.packbits(loops[k]).tobytes()
+            slot = self._hub_index.get(key)
+            if slot is None:
+                slot = self._hub_index[key] = len(self._hubs)
+                self._hub_loops.append(loops[k])
+                self._hubs.append(None)
+            self.hub[st] = slot
+
+    def hub_states(self) -> np.ndarray:
+        """A bool per lexer state built so far: whether it is a self-loop hub."""
+        self._sync()
+        return self.hub[:self.dfa.n_states] >= 0
+
+    def _hub(self, slot: int) -> LoopRuns:
+        """The loop runs of hub ``slot`` (fetched on first use)."""
+        h = self._hubs[slot]
+        if h is None:
+            h = self._hubs[slot] = loop_runs(self.vocab, self._hub_loops[slot])
+        return h
+
+    def _to_hub(self, states: np.ndarray) -> np.ndarray:
+        """Per state of ``states``: whether some byte takes it into a known hub.
+
+        Memoised per state once the lexer is complete (before, a successor whose row is
+        not built yet is not known to be a hub).
+        """
+        if self._rows is None:
+            if not self.dfa.row_done.take(states).all():
+                self.dfa.ensure_rows(states)
+                self._sync()
+            return (self.hub.take(self._ext.take(states, axis=0)[:, :256]) >= 0).any(axis=1)
+        known = self._hub_next.take(states)
+        todo = states[known < 0]
+        if todo.size:
+            self._hub_next[todo] = (self.hub.take(self._ext.take(todo, axis=0)[:, :256]) >= 0).any(axis=1)
+            known = self._hub_next.take(states)
+        return known > 0
+
+    def _row_lists(self):
+        """The transition rows as plain lists for byte-by-byte walks: all of them once the
+        lexer is fully built, else a dict that computes and converts rows on first use."""
+        if self._rows is not None:
+            return self._rows
+        if self._lazy_rows is None:
+            self._lazy_rows = _RowLists(self.dfa)
+        return self._lazy_rows
+
+
+class _RowLists(dict):
+    """Transition rows of a lazily built lexer DFA as plain lists, computed on first use
+    (a row never changes once computed)."""
+
+    def __init__(self, dfa: ByteDFA):
+        super().__init__()
+        self.dfa = dfa
+
+    def __missing__(self, q: int) -> list[int]:
+        dfa = self.dfa
+        if not dfa.row_done[q]:
+            dfa.compute_row(q)
+        row = self[q] = dfa.trans[q].tolist()
+        return row

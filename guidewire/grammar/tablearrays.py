@@ -1,0 +1,64 @@
+"""Small numpy helpers of the token-table build: bitmask rows from token ids, distinct values, selections."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tabletuning as tuning
+
+
+def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
+    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]``."""
+    rows = np.zeros(n_groups * words, dtype=np.uint32)
+    if ids.size:
+        ids = ids.astype(np.int64, copy=False)
+        np.bitwise_or.at(rows, group.astype(np.int64, copy=False) * words + (ids >> 5),
+                         np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return rows.reshape(n_groups, words).view(np.int32)
+
+
+def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
+    """One bitmask row with ``ids`` set (dense scatter and pack: cheap for many ids)."""
+    buf = np.zeros(words * 32, dtype=bool)
+    buf[ids] = True
+    return np.packbits(buf, bitorder="little").view(np.int32)
+
+
+def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
+    """One bitmask row with ``ids`` set (scatter-and-pack for many ids, ``bitwise_or.at`` for few)."""
+    if ids.size >= words // 4:
+        return ids_row(ids, words)
+    return rows_by_group(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
+
+
+def _add_row(rows: dict, key, row: np.ndarray) -> None:
+    """``rows[key] |= row``, starting from ``row`` (never modifying a row passed in earlier)."""
+    rows[key] = rows[key] | row if key in rows else row
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """Sorted distinct values of an array of non-negative ints (states, hub slots).
+
+    Small arrays go through a Python set; larger ones are checked for a single value,
+    then counted (no sort; ``np.unique`` would also import ``numpy.ma`` lazily).
+    """
+    if values.size <= tuning.FEW_KEYS:
+        return sorted(set(values.tolist()))
+    lo, hi = int(values.min()), int(values.max())
+    if lo == hi:
+        return [lo]
+    if hi - lo <= tuning.DENSE_KEY_RATIO * values.size + tuning.DENSE_KEY_SPACE:
+        return (_flatnonzero(np.bincount(values - lo)) + lo).tolist()
+    return sorted(set(values.tolist()))
+
+
+def _flatnonzero(a: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` without its Python wrappers (a table build makes dozens of calls)."""
+    return a.nonzero()[0] if a.ndim == 1 else np.flatnonzero(a)
+
+
+def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``a[keep]`` for each array (one ``flatnonzero``, then ``take``: boolean indexing of
+    large arrays with an irregular mask is several times slower)."""
+    idx = _flatnonzero(keep)
+    return tuple(a.take(idx) for a in arrays)

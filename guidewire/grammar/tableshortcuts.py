@@ -1,0 +1,384 @@
+"""Inheritance shortcuts of the token-table build: tokens answered without walking them.
+
+Tokens whose walk from a state meets a hub's or ``START``'s walk before any lexeme ends are
+inherited from that state's table; tokens that run along a uniform counter chain get their
+final state by arithmetic; hubs that read a first byte as this state does lend their groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tabletuning as tuning
+from .lexer import DEAD, START
+from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
+from .dfamirror import _ROW
+from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice
+
+ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
+
+
+class InheritanceShortcuts:
+    """Mixin of :class:`TableBuilder`: split candidates off before the walk (see module docs)."""
+
+    def _counter_chain(self, row, cand, state, ptr):
+        """Split off the candidates that run along a uniform chain of states, without walking them.
+
+        Let ``B`` be the bytes that take this state to its most common successor ``q1``.
+        If every byte of ``B`` takes ``q1`` to one state ``q2``, and so on (the positions of a
+        length counter such as a string's ``maxLength``, a fixed-width field), a token made
+        of ``n`` bytes of ``B`` ends in ``q_n`` without ending a lexeme, as long as the chain
+        reaches that far. Returns the remaining ``(cand, state, ptr)`` and ``(tokens, final
+        states)`` of the split-off ones (or None).
+        """
+        dead = (cand, state, ptr, None)
+        if cand.size < tuning.CHAIN_MIN_TOKENS:
+            return dead
+        live = row[row != DEAD]
+        counts = np.bincount(live)
+        q1 = int(counts.argmax())
+        if counts[q1] < tuning.MIN_LOOP_BYTES or self.hub[q1] >= 0:   # hubs are jumped over by the walk
+            return dead
+        in_b = row == q1
+        # a token is pure when no byte after its first lies outside B
+        enter = _flatnonzero(state == q1)
+        if enter.size < tuning.CHAIN_MIN_TOKENS // 2:
+            return dead
+        pure = np.zeros(cand.size, dtype=bool)
+        pure[enter] = tails_within(self.vocab, in_b).take(cand.take(enter))
+        n_pure = int(np.count_nonzero(pure))
+        if n_pure < tuning.CHAIN_MIN_TOKENS // 2:
+            return dead
+        lens = self.layout.lens.take(cand)
+        need = int(lens.max(where=pure, initial=0))
+        b_bytes = _flatnonzero(in_b)
+        b0 = int(b_bytes[0])
+        rows = self._row_lists()
+        chain = [q1]                        # chain[i]: the state after i + 1 bytes of B
+        while len(chain) < need:            # follow one byte of B ...
+            nxt = rows[chain[-1]][b0]
+            if nxt == DEAD:
+                break
+            chain.append(nxt)
+        if len(chain) > 1:                  # ... then cut where some other byte of B leaves the chain
+            steps = self.dfa.trans.take(chain[:-1], axis=0).take(b_bytes, axis=1)
+            broken = _flatnonzero((steps != np.asarray(chain[1:])[:, None]).any(axis=1))
+            if broken.size:
+                chain = chain[:int(broken[0]) + 1]
+        self._sync()
+        sel = pure & (lens <= len(chain))
+        idx = _flatnonzero(sel)
+        if not idx.size:
+            return dead
+        fin = np.asarray(chain, dtype=np.int64).take(lens.take(idx) - 1)
+        keep = ~sel
+        return (*_kept(keep, cand, state, ptr), (cand.take(idx), fin))
+
+    def _second_byte_hubs(self, row, cand, state, ptr):
+        """Split off the candidates whose walks from here and from a hub ``h`` meet after two bytes.
+
+        If a token's first two bytes take this state to hub ``h`` and also take ``h`` back
+        to ``h`` (no lexeme ends on either walk), the two walks coincide from then on, so
+        the token reads as from ``h``. Such tokens (for example every word that leaves a
+        property-name trie for the generic key string after one letter) are inherited from
+        ``h``'s table instead of walked. Returns the remaining ``(cand, state, ptr)`` and
+        ``{h: row}`` of inherited tokens. ``row`` is this state's transition row as the
+        candidates were taken (each token's ``state`` is ``row`` at its first byte).
+        """
+        layout, dfa = self.layout, self.dfa
+        if not cand.size or not self._hubs:
+            return cand, state, ptr, {}
+        # first a check per state one byte on, not per token: can a byte reach a hub?
+        after = np.asarray(_distinct(row[row != DEAD]), dtype=np.int64)
+        if not self._to_hub(after).any():
+            return cand, state, ptr, {}
+        second = layout.second.take(cand)          # ptr is still at every token's second byte
+        nxt = self.trans.take(state * _ROW + second)
+        # a token's end (negative) clips to DEAD, which is never a hub
+        slot = self.hub.take(nxt, mode="clip")
+        hit = _flatnonzero(slot >= 0)
+        if hit.size < tuning.MIN_INHERITED_TOKENS:
+            return cand, state, ptr, {}
+        first = layout.first.take(cand.take(hit))
+        second = second.take(hit)
+        lands = nxt.take(hit)
+        # the hub's own walk over the same two bytes
+        via = self.trans.take(lands * _ROW + first)
+        if self._rows is None and not dfa.row_done.take(via).all():
+            dfa.ensure_rows(via)
+            self._sync()
+        back = self.trans.take(np.maximum(via, 0) * _ROW + second)
+        meet = (via > DEAD) & (back == lands)
+        take = np.zeros(cand.size, dtype=bool)
+        out: dict[int, np.ndarray] = {}
+        for h in _distinct(lands[meet]):
+            sel = hit[meet & (lands == h)]
+            if sel.size >= tuning.MIN_INHERITED_TOKENS:
+                take[sel] = True
+                out[h] = _row_of(layout.ids.take(cand.take(sel)), layout.words)
+        if not out:
+            return cand, state, ptr, {}
+        keep = ~take
+        return (*_kept(keep, cand, state, ptr), out)
+
+    def _start_meets(self, row, cand, state, ptr):
+        """Split off the candidates that read from here exactly as from ``START``.
+
+        The walk from here and the walk from ``START`` run in lockstep for at most
+        :data:`~.tabletuning.MEET_STEPS` bytes; a token reads the same both ways when, before either
+        walk ends a lexeme, they reach the same state, or both end their lexemes at the
+        same byte with the same terminal set (both restart at ``START`` from there), or
+        the token ends with the same terminals alive on both. The typical case is a
+        whitespace-counter state, whose tokens (``" foo"``: a space, then a new lexeme) read
+        as from ``START`` while the run stays under the bound. Returns the remaining
+        ``(cand, state, ptr)`` and the row of tokens inherited from ``START`` (or None).
+        ``row`` is this state's transition row as the candidates were taken.
+        """
+        layout, dfa = self.layout, self.dfa
+        if cand.size < tuning.MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        # the first two bytes, decided once per byte pair: both walks are functions of them
+        bs = _flatnonzero(row != DEAD)        # every candidate's first byte is among these
+        a1 = row.take(bs)                       # this state's walk after the first byte
+        z1 = self.trans.take(START * _ROW + bs)
+        ok1 = (z1 > DEAD) & (self.alive_id.take(a1) == self.alive_id.take(np.maximum(z1, 0)))
+        if not ok1.any():
+            return cand, state, ptr, None
+        first = layout.first.take(cand)
+        outcome = np.zeros((256, _ROW), dtype=np.int8)   # 0: differ, 1: same reading, 2: undecided
+        a1, z1, bs = a1[ok1], z1[ok1], bs[ok1]
+        cs = np.arange(_ROW)
+        na = self.trans.take(a1[:, None] * _ROW + cs)
+        nz = self.trans.take(z1[:, None] * _ROW + cs)
+        e = self.emit.take(a1)[:, None]
+        ended = (cs == SENTINEL) & (self.alive_id.take(a1) == self.alive_id.take(z1))[:, None]
+        killed = (na == DEAD) & (nz == DEAD) & (e >= 0) & (e == self.emit.take(z1)[:, None])
+        met = (a1 == z1)[:, None] | ended | killed
+        outcome[bs] = np.where(met, 1, np.where((na > DEAD) & (nz > DEAD), 2, 0))
+        second = layout.second.take(cand)          # ptr is still at every token's second byte
+        verdict = outcome.take(first * _ROW + second)
+        if np.count_nonzero(verdict) < tuning.MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        same = verdict == 1
+        idx = _flatnonzero(verdict == 2)
+        if idx.size:  # longer shared prefixes (runs of whitespace): follow both walks per token
+            b, c = first.take(idx), second.take(idx)
+            sa, sz = np.zeros(256, dtype=np.int64), np.zeros(256, dtype=np.int64)
+            sa[bs], sz[bs] = a1, z1
+            a = self.trans.take(sa.take(b) * _ROW + c)
+            z = self.trans.take(sz.take(b) * _ROW + c)
+            p = ptr.take(idx) + 1
+        for _ in range(tuning.MEET_STEPS - 2):
+            if not idx.size:
+                break
+            if self._rows is None and not dfa.row_done.take(np.concatenate([a, z])).all():
+                dfa.ensure_rows(np.concatenate([a, z]))
+                self._sync()
+            c = layout.flat.take(p)
+            na = self.trans.take(a * _ROW + c)
+            nz = self.trans.take(z * _ROW + c)
+            ended = (c == SENTINEL) & (self.alive_id.take(a) == self.alive_id.take(z))
+            e = self.emit.take(a)
+            killed = (na == DEAD) & (nz == DEAD) & (e >= 0) & (e == self.emit.take(z))
+            done = (a == z) | ended | killed
+            same[idx[done]] = True
+            go = ~done & (na > DEAD) & (nz > DEAD)
+            idx, a, z, p = _kept(go, idx, na, nz, p)
+            p += 1
+        hit = _flatnonzero(same)
+        if hit.size < tuning.MIN_INHERITED_TOKENS:
+            return cand, state, ptr, None
+        row = _row_of(layout.ids.take(cand.take(hit)), layout.words)
+        keep = ~same
+        return (*_kept(keep, cand, state, ptr), row)
+
+    def _reusable_hubs(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Hubs ``h != q`` that read a token's first byte the way ``q`` does.
+
+        A token whose first byte ``b`` takes ``q`` and ``h`` to the same state (for example
+        ``b`` a self-loop byte of ``h`` that ``q`` sends into ``h``, or a UTF-8 lead byte both
+        send to one continuation state) walks from ``q`` exactly as from ``h``, so its group
+        is the one ``h``'s table gives it. Returns ``(h, first-byte selector)`` pairs with
+        disjoint selectors.
+        """
+        if self.lookup is None or not self._hubs:
+            return []
+        out = []
+        live = row != DEAD
+        targets = row[live]
+        for h in _distinct(targets[self.hub.take(targets) >= 0]):
+            if h == q or h in self._busy:
+                continue
+            first = live & (self.dfa.trans[h] == row)
+            if first.sum() >= tuning.MIN_REUSED_BYTES:
+                out.append((h, first))
+                live = live & ~first
+        return out
+
+    def _merge_hubs(self, groups, masks, reused):
+        """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
+        index = {g: i for i, g in enumerate(groups)}
+        groups = list(groups)
+        extra = []
+        for h, first in reused:
+            self._busy.add(h)
+            try:
+                table = self.lookup(h)
+            finally:
+                self._busy.discard(h)
+            sel = self.first_byte_row(first)
+            sub = table.masks & sel
+            for k in _flatnonzero(sub.any(axis=1)).tolist():
+                g = table.groups[k]
+                i = index.get(g)
+                if i is None:
+                    index[g] = len(groups)
+                    groups.append(g)
+                    extra.append(sub[k][None])
+                elif i < masks.shape[0]:
+                    masks[i] |= sub[k]
+                else:
+                    extra[i - masks.shape[0]] |= sub[k][None]
+        if extra:
+            masks = np.concatenate([masks] + extra)
+        return tuple(groups), masks
+
+    def _chars_land(self, s: int, t: int, leads: np.ndarray) -> bool:
+        """Whether every UTF-8 character whose lead byte is in ``leads`` takes lexer state ``s`` to
+        ``t`` without killing any state on the way (so no lexeme ends inside it)."""
+        if not leads.size:
+            return True
+        firsts = self.dfa.trans[s].take(leads)
+        if (firsts == DEAD).any():
+            return False
+        pairs = set(zip(firsts.tolist(), UTF8_LEAD_NEXT.take(leads).tolist()))
+        return all(self._rest_lands(p, u, t) for p, u in pairs)
+
+    def _rest_lands(self, p: int, u: int, t: int) -> bool:
+        """Whether, from lexer state ``p`` inside a character (UTF-8 acceptor state ``u``), every
+        way to finish the character reaches ``t`` without killing a state: a walk of the lexer DFA
+        in product with the acceptor :data:`~.vocabindex.UTF8_RANGES` (at most 3 bytes deep).
+        Memoised per ``(p, u, t)``."""
+        key = (p, u, t)
+        known = self._lands.get(key)
+        if known is not None:
+            return known
+        dfa = self.dfa
+        if not dfa.row_done[p]:
+            dfa.compute_row(p)
+        trans = dfa.trans[p]
+        ok = True
+        for lo, hi, nu in UTF8_RANGES[u]:
+            nxt = trans[lo:hi + 1]
+            if nu == 0:         # the character ends: in t, nothing killed
+                ok = bool((nxt == t).all())
+            elif (nxt == DEAD).any():
+                ok = False
+            else:
+                states = _distinct(nxt.astype(np.int64))
+                ok = len(states) <= tuning.UTF8_PRODUCT_STATES and all(self._rest_lands(r, nu, t) for r in states)
+            if not ok:
+                break
+        self._lands[key] = ok
+        return ok
+
+    def _char_step(self, s: int, key: bytes, ascii_bytes: np.ndarray, leads: np.ndarray) -> int:
+        """The one lexer state every character of a class takes ``s`` to, or DEAD if there is none.
+
+        The class: the ASCII bytes ``ascii_bytes`` and the UTF-8 characters whose lead byte is in
+        ``leads`` (``key`` names the class); see :meth:`_chars_land`. Memoised.
+        """
+        known = self._char_steps.get((s, key))
+        if known is not None:
+            return known
+        dfa = self.dfa
+        dfa.ensure_rows(np.array([s], dtype=np.int64))
+        targets = dfa.trans[s].take(ascii_bytes)
+        t = int(targets[0])
+        ok = t != DEAD and bool((targets == t).all()) and self._chars_land(s, t, leads)
+        out = t if ok else DEAD
+        self._char_steps[(s, key)] = out
+        return out
+
+    def _slice_leads(self, q: int, t: int) -> np.ndarray:
+        """The lead bytes whose characters all take ``q`` to ``t`` (usually all of them; a pattern's
+        ``\\d`` sends Unicode digits elsewhere, say). Decided once per distinct state after the lead."""
+        firsts = self.dfa.trans[q].take(ALL_LEADS)
+        good = firsts != DEAD
+        nexts = UTF8_LEAD_NEXT.take(ALL_LEADS)
+        verdict = {pair: self._rest_lands(pair[0], pair[1], t)
+                   for pair in set(zip(firsts[good].tolist(), nexts[good].tolist()))}
+        good[good] = [verdict[pair] for pair in zip(firsts[good].tolist(), nexts[good].tolist())]
+        return ALL_LEADS[good]
+
+    def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
+        """Take out the candidates made of whole UTF-8 characters of one class that step ``q``
+        along a chain of states (see :func:`~.vocabindex.utf8_slice`), instead of walking them.
+
+        The class is the ASCII bytes that take ``q`` to its most common ASCII successor, plus every
+        non-ASCII character. If every character of the class takes ``q`` to one state ``q1``, and
+        ``q1`` to one ``q2`` and so on (:meth:`_char_step`), a member of ``k`` characters reads from
+        ``q`` as ``((), alive[q_k])`` and ends no lexeme: a string body (the chain loops at once,
+        ``q1 = q``) or the positions of a ``maxLength`` counter, in product with other terminals or
+        not. The members join ``stays`` as one row per final state. ``row`` is this state's
+        transition row as the candidates were taken (reused hubs' first bytes DEAD).
+        Returns ``(cand, first, ptr)``.
+        """
+        if cand.size < tuning.SLICE_MIN_TOKENS:
+            return cand, first, ptr
+        own = self.dfa.trans[q]
+        ascii_row = own[:128].astype(np.int64)
+        live = ascii_row[ascii_row != DEAD]
+        if live.size < tuning.MIN_LOOP_BYTES:
+            return cand, first, ptr
+        q1 = int(np.bincount(live).argmax())
+        ascii_set = np.zeros(256, dtype=bool)
+        ascii_set[:128] = ascii_row == q1
+        if np.count_nonzero(ascii_set) < tuning.MIN_LOOP_BYTES:
+            return cand, first, ptr
+        ascii_bytes = _flatnonzero(ascii_set)
+        leads = self._slice_leads(q, q1)
+        ascii_set[leads] = True          # the class, as one byte set: ASCII bytes and lead bytes
+        key = np.packbits(ascii_set).tobytes()
+        if self._char_step(q, key, ascii_bytes, leads) == DEAD:
+            return cand, first, ptr
+        sl = utf8_slice(self.vocab, ascii_set)
+        member = sl.member.take(cand)
+        # follow the chain no further than the longest member needs (each step determinises rows)
+        need = min(tuning.SLICE_MAX_CHARS, int(sl.chars.take(cand).max(where=member, initial=0)))
+        chain, loops = [q], False
+        while len(chain) <= need:
+            t = self._char_step(chain[-1], key, ascii_bytes, leads)
+            if t == DEAD:
+                break
+            if t == chain[-1]:
+                loops = True
+                break
+            chain.append(t)
+        if len(chain) == 1 and not loops:
+            return cand, first, ptr
+        if not loops:                   # longer members run past the chain: walked
+            member = member & (sl.chars.take(cand) < len(chain))
+        if np.count_nonzero(member) < tuning.SLICE_MIN_TOKENS:
+            return cand, first, ptr
+        live_first = None
+        if (row != own).any():          # first bytes answered elsewhere (a reused hub's) stay out
+            live_first = self.first_byte_row(row != DEAD)
+        parts = []
+        if loops and len(chain) == 1:
+            parts.append((q, sl.row))
+        else:
+            rest = sl.row.copy() if loops else None
+            for k in range(1, len(chain)):
+                if k <= sl.by_chars.shape[0]:
+                    parts.append((chain[k], sl.by_chars[k - 1]))
+                    if rest is not None:
+                        rest &= ~sl.by_chars[k - 1]
+            if rest is not None:        # every member of more characters ends in the loop
+                parts.append((chain[-1], rest))
+        for target, r in parts:
+            if not self.dfa.alive[target]:      # never for a trimmed lexer; such tokens are dead
+                continue
+            stays.append((target, r if live_first is None else r & live_first))
+        self._slice_hits[q] = int(np.count_nonzero(member))
+        return _kept(~member, cand, first, ptr)

@@ -1,0 +1,26 @@
+"""Tuning constants of the token-table build (thresholds that pick a path, never change a result).
+
+Every path a threshold chooses between computes the same table; the tests force each one
+(monkeypatching this module) and compare it with the slow walk. Read them as
+``tuning.NAME`` so that a patch here reaches every module.
+"""
+
+MAX_TRACKED_BOUNDARIES = 2
+MIN_LOOP_BYTES = 3      # a state with this many self-loop bytes gets precomputed run ends
+MIN_REUSED_BYTES = 2    # reuse a hub's table for at least this many first bytes
+MIN_INHERITED_TOKENS = 32  # inherit at least this many tokens from a hub or from START
+MEET_STEPS = 6             # bytes a walk is compared with the walk from START (see _start_meets)
+CHAIN_MIN_TOKENS = 256  # try a counter chain (see _counter_chain) for at least this many candidates
+SMALL_WALK = 32         # below this many running tokens the walk finishes in pure Python
+SMALL_WALK_TOKENS = 256  # ... and so it does for up to this many tokens with at most
+SMALL_WALK_BYTES = 512   # ... this many bytes left in all (a numpy step costs about as much as
+                         # walking 100 short tokens in Python, and a walk takes one per byte)
+SMALL_GROUP = 96        # up to this many walked tokens are grouped in pure Python
+SMALL_TABLE = 96        # ... and walked and grouped in one pass, when their walk is small too
+DENSE_KEY_SPACE = 1 << 12   # group keys below this are made dense with a lookup table, not a sort
+DENSE_KEY_RATIO = 4         # ... and so are keys whose space is at most this many times their number
+FEW_KEYS = 32               # up to this many keys are made dense in plain Python
+SUM_ROWS_TOKENS = 64        # group rows are summed (bincount) from this many tokens per group on
+SLICE_MIN_TOKENS = 256    # take a UTF-8 slice out of the walk for at least this many candidates
+UTF8_PRODUCT_STATES = 64  # give up a character-step check where one byte range reaches more lexer states
+SLICE_MAX_CHARS = 48      # follow a chain of character steps this far (longer tokens are walked)

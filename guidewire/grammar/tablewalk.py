@@ -1,0 +1,235 @@
+"""The vectorised token walk: many tokens through the lexer DFA at once, one numpy step per byte.
+
+Tokens sitting in a self-loop hub jump over their runs of loop bytes; the last few running
+tokens are finished byte by byte in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tabletuning as tuning
+from .lexer import DEAD, START
+from .tablearrays import _distinct, _flatnonzero, _kept, rows_by_group
+from .dfamirror import _ROW
+
+
+class TokenWalker:
+    """Mixin of :class:`TableBuilder`: walk candidate tokens to their final states and lexemes."""
+
+    def _walk(self, state: np.ndarray, ptr: np.ndarray, ends: np.ndarray, met: dict | None = None):
+        """Walk tokens from ``state`` (int64) at flat positions ``ptr`` to their ``ends``.
+
+        ``ptr`` must sit at each token's second byte (``state`` is the state after the first).
+        Returns (final state, DEAD if unlexable; number of completed lexemes; the first
+        :data:`~.tabletuning.MAX_TRACKED_BOUNDARIES` lexemes, -1 padded, as rows: ``lex[k]`` holds every
+        token's ``k``-th lexeme). One numpy step per byte that
+        is not a hub self-loop; the extended transition table sends the sentinel to
+        ``-1 - state``, so finished and killed tokens are found with one comparison.
+
+        With ``met`` (a dict), a token that reaches a hub ``h`` before ending a lexeme,
+        having read only bytes of ``h``'s self-loop, reads from here exactly as from ``h``
+        (from ``h`` the same bytes loop in ``h``, then both walks go on from ``h`` alike):
+        it leaves the walk (final state DEAD) and its index goes to ``met[h]``.
+        """
+        dfa = self.dfa
+        flat = self.layout.flat
+        n = state.size
+        fin = np.zeros(n, dtype=np.int64)
+        nb = np.zeros(n, dtype=np.int64)
+        lex = np.full((tuning.MAX_TRACKED_BOUNDARIES, n), -1, dtype=np.int64)
+        idx = np.arange(n)
+        origin = ptr - 1
+        ptr = ptr.copy()
+        fuel = self.fuel
+        while idx.size:
+            if fuel is not None:
+                fuel.spend(idx.size)
+            if _small_walk(idx.size, ends.take(idx), ptr, tuning.SMALL_WALK_TOKENS):
+                self._finish_small(idx, state, ptr, ends, fin, nb, lex)
+                break
+            if self._hubs:
+                hub = self.hub.take(state)
+                jump = _flatnonzero(hub >= 0)
+                if jump.size and met is not None:
+                    gone = self._meet_hubs(jump, hub.take(jump), idx, state, ptr, origin, nb, met)
+                    if gone is not None:
+                        idx, state, ptr = _kept(~gone, idx, state, ptr)
+                        hub = self.hub.take(state)
+                        jump = _flatnonzero(hub >= 0)
+                if jump.size:
+                    self._jump(ptr, jump, hub.take(jump))
+            if self._rows is None and not dfa.row_done.take(state).all():
+                dfa.ensure_rows(state)
+                self._sync()
+            b = flat.take(ptr)
+            nxt = self.trans.take(state * _ROW + b)
+            stop = _flatnonzero(nxt <= DEAD)
+            if stop.size:
+                self._stop(stop, idx, state, b, nxt, fin, nb, lex)
+                keep = nxt > DEAD
+                idx, nxt, ptr = _kept(keep, idx, nxt, ptr)
+            state = nxt
+            ptr += 1
+        return fin, nb, lex
+
+    def _meet_hubs(self, jump, slots, idx, state, ptr, origin, nb, met):
+        """Running tokens ``jump`` sit in hubs (``slots``): take out those that read as from their hub.
+
+        A token qualifies when it has ended no lexeme and every byte it read so far is a
+        self-loop byte of its hub (the hub's run from the token's first byte reaches ``ptr``),
+        and the hub's table is not being built. Returns a bool per running token (None if none).
+        """
+        at = idx.take(jump)
+        ok = nb.take(at) == 0
+        if not ok.any():
+            return None
+        gone = None
+        for slot in _distinct(slots[ok]):
+            sel = _flatnonzero(ok & (slots == slot))
+            runs = self._hub(slot).run_ends
+            sel = sel[runs.take(origin.take(at.take(sel))) >= ptr.take(jump.take(sel))]
+            if not sel.size:
+                continue
+            where = state.take(jump.take(sel))
+            for h in _distinct(where):
+                if h in self._busy:
+                    continue
+                pick = sel[where == h]
+                met.setdefault(h, []).append(at.take(pick))
+                if gone is None:
+                    gone = np.zeros(idx.size, dtype=bool)
+                gone[jump.take(pick)] = True
+        return gone
+
+    def _stop(self, stop, idx, state, b, nxt, fin, nb, lex) -> None:
+        """Tokens ``stop`` reached their end (record the final state) or killed their lexeme.
+
+        A killed lexeme is recorded and the token restarts at START with the same byte
+        (``nxt`` updated); ``nxt`` is DEAD for every token that leaves the walk.
+        """
+        v = nxt.take(stop)
+        ended = v < DEAD
+        if ended.any():
+            fin[idx.take(stop[ended])] = -1 - v[ended]
+            nxt[stop[ended]] = DEAD
+            stop = stop[~ended]
+        if not stop.size:
+            return
+        e = self.emit.take(state.take(stop))
+        restart = self.trans.take(START * _ROW + b.take(stop))
+        ok = (e >= 0) & (restart > DEAD)
+        nxt[stop] = np.where(ok, restart, DEAD)
+        good = idx.take(stop[ok])
+        if good.size:
+            pos = nb.take(good)
+            track = pos < tuning.MAX_TRACKED_BOUNDARIES
+            lex[pos[track], good[track]] = e[ok][track]
+            nb[good] += 1
+            if not track.all():  # one lexeme too many: left to the exact regrouping
+                nxt[stop[ok][~track]] = DEAD
+
+    def _jump(self, ptr: np.ndarray, jump: np.ndarray, slots: np.ndarray) -> None:
+        """Move ``ptr[jump]`` (tokens sitting in hubs ``slots``) past their runs of loop bytes."""
+        present = _flatnonzero(np.bincount(slots)).tolist()
+        if len(present) == 1:
+            ptr[jump] = self._hub(present[0]).run_ends.take(ptr.take(jump))
+            return
+        for slot in present:
+            sel = jump[slots == slot]
+            ptr[sel] = self._hub(slot).run_ends.take(ptr.take(sel))
+
+    def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
+        """Finish the last few running tokens byte by byte in Python (results written back at once)."""
+        raw = self.layout.raw
+        rows = self._row_lists()
+        jobs = zip(idx.tolist(), state.tolist(), ptr.tolist(), ends.take(idx).tolist(), nb.take(idx).tolist())
+        emit = self.dfa.emit
+        start = rows[START]
+        finals, counts, at_k, at_i, at_e = [], [], [], [], []
+        for i, q, p, end, count in jobs:
+            for b in raw[p:end]:
+                nq = rows[q][b]
+                if nq == DEAD:          # the lexeme ends before b: record it, restart at START
+                    e = emit[q]
+                    if e < 0:
+                        q = DEAD
+                        break
+                    if count < tuning.MAX_TRACKED_BOUNDARIES:
+                        at_k.append(count)
+                        at_i.append(i)
+                        at_e.append(e)
+                    count += 1
+                    nq = start[b]
+                    if count > tuning.MAX_TRACKED_BOUNDARIES or nq == DEAD:   # too many lexemes: regrouped later
+                        q = DEAD
+                        break
+                q = nq
+            finals.append(q)
+            counts.append(count)
+        fin[idx] = finals
+        nb[idx] = counts
+        if at_i:
+            lex[at_k, at_i] = at_e
+
+    def _walk_group_small(self, cand, state, ptr, ends, stays):
+        """Walk and group a few tokens in plain Python, all at once: ``(groups, masks)``.
+
+        The same readings as :meth:`_walk` followed by :meth:`_group` (every lexeme kept, so
+        no token needs regrouping), without their arrays: for a few tokens, the numpy calls
+        cost more than the walk.
+        """
+        raw = self.layout.raw
+        rows = self._row_lists()
+        emit, alive = self.dfa.emit, self.dfa.alive
+        start = rows[START]
+        index: dict[tuple[tuple[int, ...], int], int] = {}
+        gid, toks = [], []
+        for tok, q, p, end in zip(self.layout.ids.take(cand).tolist(), state.tolist(), ptr.tolist(),
+                                  ends.tolist()):
+            lexemes = ()
+            for b in raw[p:end]:
+                nq = rows[q][b]
+                if nq == DEAD:          # the lexeme ends before b: record it, restart at START
+                    e = emit[q]
+                    nq = start[b]
+                    if e < 0 or nq == DEAD:
+                        q = DEAD
+                        break
+                    lexemes += (e,)
+                q = nq
+            bits = alive[q]
+            if bits:                    # DEAD has no alive terminals
+                key = (lexemes, bits)
+                g = index.get(key)
+                if g is None:
+                    g = index[key] = len(index)
+                gid.append(g)
+                toks.append(tok)
+        words = self.layout.words
+        masks = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(index), words)
+        return self._add_stays(list(index), masks, {}, stays)
+
+    def _walk_bytes(self, q: int, data) -> tuple[list[int], int]:
+        """:func:`walk_token` on plain rows (for the exact regrouping of many-lexeme tokens)."""
+        rows = self._row_lists()
+        emit = self.dfa.emit
+        start = rows[START]
+        lexemes: list[int] = []
+        for b in data:
+            nq = rows[q][b]
+            if nq == DEAD:
+                e = emit[q]
+                if e < 0:
+                    return lexemes, DEAD
+                lexemes.append(e)
+                nq = start[b]
+                if nq == DEAD:
+                    return lexemes, DEAD
+            q = nq
+        return lexemes, q
+
+
+def _small_walk(n: int, ends: np.ndarray, ptr: np.ndarray, max_tokens: int) -> bool:
+    """Whether ``n`` tokens with these ``ends`` and positions ``ptr`` are walked in plain Python."""
+    return n <= tuning.SMALL_WALK or (n <= max_tokens and int((ends - ptr).sum()) <= tuning.SMALL_WALK_BYTES)

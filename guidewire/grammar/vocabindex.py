@@ -1,0 +1,451 @@
+"""Tokenizer-level indexes for the token-table walk, built once per vocabulary and cached on it.
+
+The flat byte layout of the ordinary tokens (:class:`VocabLayout`), the run ends of a set of
+self-loop bytes (:class:`LoopRuns`), the tokens and bitmask rows selected by a first-byte set,
+and per-token tail byte sets. They depend on the vocabulary and a byte set only, so every
+grammar compiled for a vocabulary shares them; each memo is an LRU bounded in bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.bitmask import bitmask_words
+from . import tabletuning as tuning
+from .lexer import concat_ranges as _ranges
+from .tablearrays import _flatnonzero, ids_row, rows_by_group
+
+SENTINEL = 256          # the byte value that ends every token in the flat layout
+_LAYOUT_KEY = "tokentable.layout"
+_LOOPS_KEY = "tokentable.loops"
+_FIRST_KEY = "tokentable.first_rows"
+_TAILS_KEY = "tokentable.tail_bytes"
+_ORDINARY_KEY = "tokentable.ordinary_row"
+_CANDIDATES_KEY = "tokentable.first_tokens"
+_WITHIN_KEY = "tokentable.tails_within"
+_UTF8_KEY = "tokentable.utf8_tokens"
+_SLICE_KEY = "tokentable.utf8_slices"
+SLICE_CACHE_BYTES = 96 << 20       # per vocabulary, for :func:`utf8_slice`
+WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
+CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
+FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
+FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
+LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
+_VOCAB_CACHE_LOCK = threading.Lock()   # guards the per-vocabulary LRU memos (see _byte_set_cached)
+
+
+@dataclass(frozen=True)
+class VocabLayout:
+    """The ordinary tokens of a vocabulary in the shapes the vectorised walk needs.
+
+    Tokens are ordered by first byte (then id): token ``i`` has id ``ids[i]`` and first
+    byte ``first[i]``; the tokens starting with byte ``b`` are ``bucket[b]:bucket[b+1]``.
+    ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
+    starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
+    second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
+    bitmask row of the tokens starting with ``b``; ``max_len`` is the longest token's length.
+    ``raw`` is ``flat`` as bytes (each sentinel a zero byte), for fast slicing in Python.
+    ``first_of_id[t]`` is the first byte of token id ``t`` (256 for special tokens and the
+    padding up to a whole bitmask word); ``lens[i]`` is token ``i``'s length in bytes.
+    """
+
+    ids: np.ndarray
+    first: np.ndarray
+    bucket: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    flat: np.ndarray
+    first_rows: np.ndarray
+    words: int
+    second: np.ndarray
+    max_len: int
+    raw: bytes
+    first_of_id: np.ndarray
+    lens: np.ndarray
+
+
+def vocab_layout(vocab) -> VocabLayout:
+    """The :class:`VocabLayout` of ``vocab`` (built once per vocabulary and cached on it)."""
+    layout = vocab._cache.get(_LAYOUT_KEY)
+    if layout is None:
+        layout = vocab._cache[_LAYOUT_KEY] = _build_layout(vocab)
+    return layout
+
+
+def _build_layout(vocab) -> VocabLayout:
+    normal = np.asarray(vocab.normal_ids, dtype=np.int64)
+    firsts = np.fromiter((vocab.token_bytes[i][0] for i in normal.tolist()), dtype=np.int64,
+                         count=normal.size)
+    order = np.argsort(firsts, kind="stable")
+    ids, first = normal[order], firsts[order]
+    data = [vocab.token_bytes[i] for i in ids.tolist()]
+    lens = np.fromiter((len(d) for d in data), dtype=np.int64, count=len(data))
+    ends = np.cumsum(lens + 1) - 1
+    starts = ends - lens
+    raw = b"\0".join(data) + b"\0"
+    flat = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
+    flat[ends] = SENTINEL
+    bucket = np.searchsorted(first, np.arange(257))
+    words = bitmask_words(vocab.vocab_size)
+    first_rows = rows_by_group(first, ids, 256, words)
+    second = flat[starts + 1]
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
+        arr.setflags(write=False)
+    max_len = int(lens.max(initial=0))
+    first_of_id = np.full(words * 32, 256, dtype=np.uint16)
+    first_of_id[ids] = first
+    first_of_id.setflags(write=False)
+    lens.setflags(write=False)
+    return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
+                       first_of_id, lens)
+
+
+@dataclass(frozen=True)
+class LoopRuns:
+    """How the tokens of a vocabulary run through a set of self-loop bytes (a lexer "hub").
+
+    ``run_ends[p]``: the first flat position at or after ``p`` whose byte is not in the
+    loop. ``exits``: the tokens (layout order) whose bytes after the first leave the loop,
+    with ``exit_bucket`` their first-byte buckets; ``stay_row``: the bitmask row of the
+    tokens whose bytes after the first all stay in it.
+    """
+
+    run_ends: np.ndarray
+    exits: np.ndarray
+    exit_bucket: np.ndarray
+    stay_row: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
+
+
+def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
+    """Per-vocabulary LRU memo keyed by a 256-bool byte set, bounded by ``budget`` bytes.
+
+    ``build(vocab, byte_set)`` makes a missing value (a pure function: it runs outside the
+    lock, and two threads may build the same value, of which the first stored is kept);
+    ``nbytes(value)`` is its size. The memo itself is guarded by one process-wide lock, as
+    a vocabulary is shared by every grammar compiled for it.
+    """
+    key = np.packbits(byte_set).tobytes()
+    with _VOCAB_CACHE_LOCK:
+        cache: OrderedDict = vocab._cache.setdefault(name, OrderedDict())
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+            return value
+    value = build(vocab, byte_set)
+    with _VOCAB_CACHE_LOCK:
+        old = cache.get(key)
+        if old is not None:
+            cache.move_to_end(key)
+            return old
+        cache[key] = value
+        total = vocab._cache.get(name + ".bytes", 0) + nbytes(value)   # running total
+        while len(cache) > 1 and total > budget:
+            total -= nbytes(cache.popitem(last=False)[1])
+        vocab._cache[name + ".bytes"] = total
+    return value
+
+
+def loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
+    """The :class:`LoopRuns` of ``vocab`` for the 256-bool byte set ``loop``.
+
+    A tokenizer-level index (it depends on the vocabulary and a byte set only), kept in a
+    small per-vocabulary LRU cache bounded by :data:`LOOP_CACHE_BYTES`.
+    """
+    return _byte_set_cached(vocab, _LOOPS_KEY, loop, lambda v, b: _loop_runs(vocab_layout(v), b),
+                            lambda r: r.nbytes, LOOP_CACHE_BYTES)
+
+
+def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
+    flat = layout.flat
+    member = np.zeros(SENTINEL + 1, dtype=bool)
+    member[:256] = loop
+    pos = np.arange(flat.size, dtype=np.int32)
+    pos[member.take(flat)] = flat.size
+    # contiguous: ``take`` on the reversed view would copy the whole array on every call
+    run_ends = np.ascontiguousarray(np.minimum.accumulate(pos[::-1])[::-1])
+    leaves = run_ends.take(layout.starts + 1) != layout.ends
+    exits = _flatnonzero(leaves)
+    exit_bucket = np.searchsorted(exits, layout.bucket)
+    stay_row = ids_row(layout.ids[~leaves], layout.words)
+    for arr in (run_ends, exits, exit_bucket, stay_row):
+        arr.setflags(write=False)
+    return LoopRuns(run_ends, exits, exit_bucket, stay_row)
+
+
+@dataclass(frozen=True)
+class CandidateTokens:
+    """Ordinary tokens in layout order (``tokens``), with their first bytes and the flat
+    positions of their second bytes (``ptr``; a one-byte token's sentinel)."""
+
+    tokens: np.ndarray
+    first: np.ndarray
+    ptr: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.tokens.nbytes + self.first.nbytes + self.ptr.nbytes
+
+
+def first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
+    """The ordinary tokens of ``vocab`` whose first byte is in the 256-bool set ``first``, in
+    layout order, as read-only :class:`CandidateTokens`.
+
+    Memoised per vocabulary (bounded by :data:`CANDIDATE_CACHE_BYTES`): the same byte sets
+    recur across lexer states and grammars, and a table build starts from one.
+    """
+    return _byte_set_cached(vocab, _CANDIDATES_KEY, first, _first_byte_tokens, lambda c: c.nbytes,
+                            CANDIDATE_CACHE_BYTES)
+
+
+def _first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
+    layout = vocab_layout(vocab)
+    toks = _ranges(layout.bucket[:-1][first], layout.bucket[1:][first])
+    out = CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
+    for arr in (out.tokens, out.first, out.ptr):
+        arr.setflags(write=False)
+    return out
+
+
+def tails_within(vocab, byte_set: np.ndarray) -> np.ndarray:
+    """A bool per ordinary token (layout order): whether every byte after its first is in the
+    256-bool set ``byte_set``. Read-only; memoised per vocabulary and byte set."""
+    return _byte_set_cached(vocab, _WITHIN_KEY, byte_set, _tails_within, lambda r: r.nbytes,
+                            WITHIN_CACHE_BYTES)
+
+
+def _tails_within(vocab, byte_set: np.ndarray) -> np.ndarray:
+    outside = (~np.packbits(byte_set, bitorder="little").view(np.uint64)).tolist()
+    bad = np.zeros(vocab_layout(vocab).ids.size, dtype=np.uint64)
+    for word, out in zip(tail_bytes(vocab), outside):
+        if out:
+            bad |= word & np.uint64(out)
+    out = bad == 0
+    out.setflags(write=False)
+    return out
+
+
+def tail_bytes(vocab) -> np.ndarray:
+    """Per ordinary token (layout order): the set of its bytes after the first, as 4 rows of uint64 words.
+
+    Built once per vocabulary (cached on it); read-only.
+    """
+    out = vocab._cache.get(_TAILS_KEY)
+    if out is None:
+        layout = vocab_layout(vocab)
+        skip = np.zeros(layout.flat.size, dtype=bool)     # first bytes and sentinels add nothing
+        skip[layout.starts] = True
+        skip[layout.ends] = True
+        out = vocab._cache[_TAILS_KEY] = _byte_words(layout, skip, 4)
+    return out
+
+
+def _byte_words(layout: VocabLayout, skip: np.ndarray, n_words: int) -> np.ndarray:
+    """Per token (layout order), the set of its bytes below ``64 * n_words`` at flat positions not
+    in ``skip``, as ``n_words`` rows of uint64 words (an OR over each token's span, ``reduceat``)."""
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)
+    out = np.zeros((n_words, layout.ids.size), dtype=np.uint64)
+    if layout.ids.size:
+        bits = np.left_shift(np.uint64(1), (u8 & 63).astype(np.uint64))
+        bits[skip] = 0
+        word = u8 >> 6
+        for w in range(n_words):
+            out[w] = np.bitwise_or.reduceat(np.where(word == w, bits, np.uint64(0)), layout.starts)
+    out.setflags(write=False)
+    return out
+
+
+def first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
+    """Bitmask row of the ordinary tokens of ``vocab`` whose first byte is in the 256-bool set ``first``.
+
+    Read-only and memoised per vocabulary (the same byte sets recur across lexer states
+    and grammars). A set is built from its smaller side: the union of its first-byte rows,
+    or all ordinary tokens minus the rows of the bytes it leaves out.
+    """
+    return _byte_set_cached(vocab, _FIRST_KEY, first, _first_byte_row, lambda r: r.nbytes,
+                            FIRST_ROW_CACHE_BYTES)
+
+
+def _first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
+    layout = vocab_layout(vocab)
+    n = int(first.sum())
+    if n <= FIRST_ROW_UNION:
+        row = np.bitwise_or.reduce(layout.first_rows[first], axis=0)
+    elif 256 - n <= FIRST_ROW_UNION:
+        row = _ordinary_row(vocab, layout) & ~np.bitwise_or.reduce(layout.first_rows[~first], axis=0)
+    else:   # look every token's first byte up in the set, then pack
+        member = np.append(first, False)
+        row = np.packbits(member.take(layout.first_of_id), bitorder="little").view(np.int32)
+    row.setflags(write=False)
+    return row
+
+
+def _ordinary_row(vocab, layout: VocabLayout) -> np.ndarray:
+    row = vocab._cache.get(_ORDINARY_KEY)
+    if row is None:
+        row = vocab._cache[_ORDINARY_KEY] = ids_row(layout.ids, layout.words)
+        row.setflags(write=False)
+    return row
+
+
+# -- UTF-8 slices ---------------------------------------------------------------------------------
+# Well-formed UTF-8 (RFC 3629, as Python's strict decoder reads it): for each state of the
+# acceptor (0: on a character boundary), the ``(lo, hi, next state)`` byte ranges it takes.
+# States: 1/2/3 continuation bytes to go; 4: after E0; 5: after ED; 6: after F0; 7: after F4.
+UTF8_RANGES = (
+    ((0xC2, 0xDF, 1), (0xE0, 0xE0, 4), (0xE1, 0xEC, 2), (0xED, 0xED, 5), (0xEE, 0xEF, 2),
+     (0xF0, 0xF0, 6), (0xF1, 0xF3, 3), (0xF4, 0xF4, 7)),
+    ((0x80, 0xBF, 0),),
+    ((0x80, 0xBF, 1),),
+    ((0x80, 0xBF, 2),),
+    ((0xA0, 0xBF, 1),),
+    ((0x80, 0x9F, 1),),
+    ((0x90, 0xBF, 2),),
+    ((0x80, 0x8F, 2),),
+)
+UTF8_LEAD_NEXT = np.zeros(256, dtype=np.int64)    # the acceptor's state after each lead byte
+for _lo, _hi, _next in UTF8_RANGES[0]:
+    UTF8_LEAD_NEXT[_lo:_hi + 1] = _next
+UTF8_LEAD_NEXT.setflags(write=False)
+
+
+@dataclass(frozen=True)
+class Utf8Tokens:
+    """Per ordinary token (layout order): whether its bytes are well-formed UTF-8 (whole
+    characters only: it starts and ends on a character boundary), and the set of ASCII bytes
+    it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``), and
+    its number of characters ``chars`` (bytes that are not continuation bytes), and the set of
+    its bytes from 0xC0 up (the lead bytes) as one uint64 word each (``lead_bits``, bit ``b - 0xC0``)."""
+
+    whole: np.ndarray
+    ascii_bits: np.ndarray
+    chars: np.ndarray
+    lead_bits: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes + self.lead_bits.nbytes
+
+
+def utf8_tokens(vocab) -> Utf8Tokens:
+    """The :class:`Utf8Tokens` of ``vocab`` (built once per vocabulary and cached on it)."""
+    out = vocab._cache.get(_UTF8_KEY)
+    if out is None:
+        out = vocab._cache[_UTF8_KEY] = _utf8_tokens(vocab)
+    return out
+
+
+def _whole_utf8(layout: VocabLayout) -> np.ndarray:
+    """Per token (layout order): whether its bytes are well-formed UTF-8, vectorised over the layout.
+
+    Each lead byte must be followed by as many continuation bytes as it announces (a sentinel
+    is not one, so a character cannot run past its token), with the narrower second-byte ranges
+    after E0, ED, F0 and F4; then the continuation bytes so claimed are distinct, and the token
+    is whole iff it holds no other continuation byte and no byte that is never valid.
+    """
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)      # sentinels read as 0 here
+    need = np.zeros(256, dtype=np.int32)                # continuation bytes a lead announces
+    need[0xC2:0xE0], need[0xE0:0xF0], need[0xF0:0xF5] = 1, 2, 3
+    balance = need.take(u8)
+    balance[(u8 >= 0x80) & (u8 <= 0xBF)] -= 1
+    lo = np.full(256, 0x80, dtype=np.uint8)             # the second byte's range after a lead
+    hi = np.full(256, 0xBF, dtype=np.uint8)
+    lo[0xE0], hi[0xED], lo[0xF0], hi[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
+    leads = (balance > 0).nonzero()[0]
+    lead = u8.take(leads)
+    k = need.take(lead)
+    second = u8.take(leads + 1, mode="clip")
+    wrong = [leads[(second < lo.take(lead)) | (second > hi.take(lead))]]
+    for j in (2, 3):
+        sel = leads[k >= j]
+        after = u8.take(sel + j, mode="clip")           # past the end: the last sentinel
+        wrong.append(sel[(after < 0x80) | (after > 0xBF)])
+    wrong.append(((u8 == 0xC0) | (u8 == 0xC1) | (u8 >= 0xF5)).nonzero()[0])
+    whole = np.add.reduceat(balance, layout.starts) == 0 if layout.ids.size else np.zeros(0, dtype=bool)
+    bad = np.concatenate(wrong)
+    whole[np.searchsorted(layout.starts, bad, side="right") - 1] = False
+    return whole
+
+
+def _utf8_tokens(vocab) -> Utf8Tokens:
+    layout = vocab_layout(vocab)
+    whole = _whole_utf8(layout)
+    skip = np.zeros(layout.flat.size, dtype=bool)
+    skip[layout.ends] = True                            # a sentinel reads as byte 0 in ``raw``
+    words = _byte_words(layout, skip, 4)
+    ascii_bits, lead_bits = np.ascontiguousarray(words[:2]), words[3]
+    u8 = np.frombuffer(layout.raw, dtype=np.uint8)
+    starting = ((u8 < 0x80) | (u8 > 0xBF)).astype(np.int32)
+    starting[layout.ends] = 0
+    chars = np.add.reduceat(starting, layout.starts) if layout.ids.size else np.zeros(0, dtype=np.int32)
+    for arr in (whole, chars):
+        arr.setflags(write=False)
+    for arr in (ascii_bits, lead_bits):
+        arr.setflags(write=False)
+    return Utf8Tokens(whole, ascii_bits, chars, lead_bits)
+
+
+@dataclass(frozen=True)
+class Utf8Slice:
+    """The tokens made of whole UTF-8 characters whose ASCII bytes and lead bytes all lie in a set: ``member``
+    (a bool per ordinary token, layout order), ``row`` (their bitmask row), ``chars`` (each
+    token's number of characters, layout order) and ``by_chars[k - 1]``, the row of the members
+    of exactly ``k`` characters, for ``k`` up to :data:`~.tabletuning.SLICE_MAX_CHARS` (longer members are
+    in ``row`` only)."""
+
+    member: np.ndarray
+    row: np.ndarray
+    chars: np.ndarray
+    by_chars: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held (``chars`` is shared by every slice of the vocabulary)."""
+        return self.member.nbytes + self.row.nbytes + self.by_chars.nbytes
+
+
+def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
+    """The :class:`Utf8Slice` of ``vocab`` for the 256-bool byte set ``ascii_set``: its ASCII bytes
+    and its lead bytes (from 0xC0 up) are read, continuation bytes are always allowed. Memoised per vocabulary (bounded by :data:`SLICE_CACHE_BYTES`)."""
+    return _byte_set_cached(vocab, _SLICE_KEY, ascii_set, _utf8_slice, lambda s: s.nbytes, SLICE_CACHE_BYTES)
+
+
+def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
+    layout = vocab_layout(vocab)
+    index = utf8_tokens(vocab)
+    outside = (~np.packbits(ascii_set[:128], bitorder="little").view(np.uint64)).tolist()
+    member = index.whole.copy()
+    for w, out in enumerate(outside):
+        if out:
+            member &= (index.ascii_bits[w] & np.uint64(out)) == 0
+    no_lead = int(~np.packbits(ascii_set[192:], bitorder="little").view(np.uint64)[0])
+    if no_lead:
+        member &= (index.lead_bits & np.uint64(no_lead)) == 0
+    row = ids_row(layout.ids[member], layout.words)
+    at = member.nonzero()[0]
+    k = index.chars.take(at)
+    short = k <= tuning.SLICE_MAX_CHARS
+    n_rows = int(k.max(where=short, initial=0))
+    by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
+    for arr in (member, row, by_chars):
+        arr.setflags(write=False)
+    return Utf8Slice(member, row, index.chars, by_chars)
+
+
+def _sum_rows(gid: np.ndarray, toks: np.ndarray, n_rows: int, words: int) -> np.ndarray:
+    """``(n_rows, words)`` int32 rows, token ``toks[i]`` in row ``gid[i]`` (tokens distinct): the bits
+    of distinct tokens are distinct powers of two, so their float64 sum is exact and is their OR."""
+    toks = toks.astype(np.int64, copy=False)
+    sums = np.bincount(gid.astype(np.int64) * words + (toks >> 5), weights=np.left_shift(1, toks & 31),
+                       minlength=n_rows * words)
+    return sums.astype(np.uint32).view(np.int32).reshape(n_rows, words)

@@ -1,0 +1,181 @@
+"""UTF-8 slices of the token-table build against independent oracles (hypothesis).
+
+The per-token UTF-8 index is checked against Python's strict UTF-8 decoder; the slice of an
+ASCII set against a scan of the tokens; and tables built with the slice against the slow
+byte-by-byte walk (``walk_token``) and against tables built with the slice switched off, on
+lexers where non-ASCII characters loop on a state and on lexers where some do not.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guidewire.grammar.tabletuning as tuning
+from guidewire.core import Vocab, bitmask_to_bool
+from guidewire.grammar import compile_lark
+from guidewire.grammar.lexer import DEAD
+from guidewire.grammar.tokentable import TableBuilder, walk_token
+from guidewire.grammar.vocabindex import utf8_slice, utf8_tokens, vocab_layout
+
+ALPHABET = ["a", "b", "z", "1", " ", '"', "\\", "\n", "é", "٣", "ڠ", "ü", "€", "中", "😀", "\u0800", "\ud7ff", "\U0010ffff"]
+RAW = [b"\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf5", b"\xff", b"\xe0\x80\x80"]
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _vocab(tokens) -> Vocab:
+    toks = [b"<eos>"] + list(dict.fromkeys(t for t in tokens if t))
+    return Vocab(tuple(toks), frozenset({0}), frozenset({0}), len(toks) + 7, "utf8-slice")
+
+
+_pieces = st.lists(st.one_of(st.sampled_from(ALPHABET).map(str.encode), st.sampled_from(RAW)), min_size=1, max_size=5)
+_tokens = st.lists(_pieces.map(b"".join), min_size=1, max_size=120)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_tokens)
+def test_utf8_index_matches_the_strict_decoder(tokens):
+    """Whole-UTF-8 flags and ASCII byte sets equal Python's decoder and a scan, on mixed byte soup."""
+    vocab = _vocab(tokens)
+    layout = vocab_layout(vocab)
+    index = utf8_tokens(vocab)
+    ids = layout.ids.tolist()
+    assert index.whole.tolist() == [_decodes(vocab.token_bytes[t]) for t in ids]
+    for i, t in enumerate(ids):
+        want = sum(1 << b for b in set(vocab.token_bytes[t]) if b < 128)
+        assert int(index.ascii_bits[0, i]) | (int(index.ascii_bits[1, i]) << 64) == want
+
+
+def test_utf8_index_on_a_real_vocabulary(smollm2):
+    """The same on all of SmolLM2's tokens (byte-level BPE: many split characters)."""
+    layout = vocab_layout(smollm2)
+    want = [_decodes(smollm2.token_bytes[t]) for t in layout.ids.tolist()]
+    got = utf8_tokens(smollm2).whole.tolist()
+    assert got == want
+    assert 0 < want.count(False) < len(want)        # both kinds occur
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sets(st.integers(0, 127), max_size=128), st.sets(st.integers(0xC2, 0xF4), max_size=51))
+def test_utf8_slice_matches_a_scan(smollm2, ascii_set, leads):
+    """A slice holds exactly the whole-UTF-8 tokens whose ASCII bytes and lead bytes lie in the set."""
+    ascii_set = ascii_set | leads
+    sel = np.zeros(256, dtype=bool)
+    sel[list(ascii_set)] = True
+    sl = utf8_slice(smollm2, sel)
+    layout = vocab_layout(smollm2)
+    want = [_decodes(d) and all(0x80 <= b < 0xC0 or b in ascii_set for b in d)
+            for d in map(smollm2.token_bytes.__getitem__, layout.ids.tolist())]
+    assert sl.member.tolist() == want
+    row = set(np.flatnonzero(bitmask_to_bool(sl.row, smollm2.vocab_size)).tolist())
+    assert row == set(layout.ids[np.array(want, dtype=bool)].tolist())
+
+
+# lexers where every character of a class steps a state along a chain (a string body that loops,
+# maxLength counters, products of several terminals), then lexers where some non-ASCII character
+# breaks the chain (excluded, or the start of another terminal), so no slice may take it
+CHAINED = [
+    r'start: STR+' + '\n' + r'STR: /"(?:[^"\\\x00-\x1f]|\\["\\n])*"/',
+    r'start: (WORD | SP)+' + '\n' + r'WORD: /[a-z\u0080-\U0010ffff]+/' + '\n' + r'SP: " "',
+    r'start: STR' + '\n' + r'STR: /"[^"]*"/ | /"ab[^"]*"/',
+    r'start: STR+' + '\n' + r'STR: /"[^"]{0,3}"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{2,5}"/' + '\n' + r'B: /"[^"]{0,9}x/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{0,30}"/' + '\n' + r'B: /"[^"]*"/',
+    r'start: STR+' + '\n' + r'STR: /"[^"]{3}é[a-zé]*"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]*"/' + '\n' + r'B: /"\d+x/',
+]
+BROKEN = [
+    r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',
+    r'start: STR+' + '\n' + r'STR: /"[^"\u4e00-\u9fff]*"/ | /"中文"/',
+    r'start: A | B' + '\n' + r'A: /"[^"]{0,4}"/' + '\n' + r'B: /"éé[a-z]*"/',
+]
+
+
+@pytest.fixture(scope="module")
+def soup():
+    rng = np.random.default_rng(7)
+    toks = []
+    for _ in range(3000):
+        parts = rng.choice(len(ALPHABET) + len(RAW), rng.integers(1, 6))
+        toks.append(b"".join(ALPHABET[k].encode() if k < len(ALPHABET) else RAW[k - len(ALPHABET)]
+                             for k in parts.tolist()))
+    return _vocab(toks + [a.encode() for a in ALPHABET] + RAW)
+
+
+def _readings(builder, q):
+    """Token id -> (lexemes, alive) of the groups of ``q``'s table (tokens in two groups fail)."""
+    table = builder.table(q)
+    out = {}
+    for gi, (lexemes, alive) in enumerate(table.groups):
+        for t in np.flatnonzero(bitmask_to_bool(table.masks[gi], builder.vocab.vocab_size)).tolist():
+            assert t not in out, "a token sits in two groups"
+            out[t] = (tuple(lexemes), alive)
+    return out, table
+
+
+@pytest.mark.parametrize("grammar,chained", [(g, True) for g in CHAINED] + [(g, False) for g in BROKEN])
+def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chained):
+    """Every state's groups agree with ``walk_token`` and with the same tables built without the
+    slice; the slice takes tokens on the chained lexers. On the broken ones it may still fire on
+    states the breaking character cannot reach, so there only the agreement is asserted."""
+    monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    g = compile_lark(grammar, soup)
+    g.dfa.build_all(limit=2000)
+    fired = 0
+    for q in range(1, g.dfa.n_states):
+        with_slice = TableBuilder(g.dfa, soup)
+        got, table = _readings(with_slice, q)
+        fired += with_slice._slice_hits.get(q, 0)
+        monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 10**9)
+        want_tables, _ = _readings(TableBuilder(g.dfa, soup), q)
+        monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+        assert got == want_tables, q
+        restarted = set()
+        if table.restart_mask is not None:
+            restarted = set(np.flatnonzero(bitmask_to_bool(table.restart_mask, soup.vocab_size)).tolist())
+        inherited = set()
+        for _h, row in table.inherit:
+            inherited |= set(np.flatnonzero(bitmask_to_bool(row, soup.vocab_size)).tolist())
+        for t in soup.normal_ids.tolist():
+            if t in restarted or t in inherited:
+                continue
+            lexemes, fin = walk_token(g.dfa, q, soup.token_bytes[t])
+            if fin == DEAD or not g.dfa.alive[fin]:
+                assert t not in got, (q, soup.token_bytes[t])
+            else:
+                assert got.get(t) == (tuple(lexemes), g.dfa.alive[fin]), (q, soup.token_bytes[t])
+    if chained:
+        assert fired > 0
+    return fired
+
+
+@pytest.mark.parametrize("grammar", CHAINED)
+def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar):
+    """The slice's checks determinise lexer rows on a lazily built lexer; the masks after a few
+    prefixes equal those of the fully built lexer, and the slice took tokens on the way."""
+    import guidewire.grammar.compiled as compiled
+
+    monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    eager = compile_lark(grammar, soup)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
+    lazy = compile_lark(grammar, soup)
+    assert eager._rep.size and not lazy._rep.size
+    checked = 0
+    for prefix in ('"', '"a', '"é', '"ab', '"abé', "ab", "é"):
+        r1 = eager.step_bytes(eager.earley.initial, 1, prefix.encode())
+        r2 = lazy.step_bytes(lazy.earley.initial, 1, prefix.encode())
+        assert (r1 is None) == (r2 is None), prefix
+        if r1 is None:
+            continue
+        (s1, q1), (s2, q2) = r1, r2
+        assert np.array_equal(eager.mask(s1, q1), lazy.mask(s2, q2)), prefix
+        checked += 1
+    assert checked >= 2
+    assert sum(lazy._builder._slice_hits.values()) > 0
