@@ -56,6 +56,22 @@ class CodeStops:
         out.update(m.start() for m in _LINE_START.finditer(text) if _indent_width(m.group(1)) < self.cursor_indent)
         return sorted(out)
 
+    def settled(self, text: str) -> int:
+        """How much of ``text`` no later text can cut (what a stream may emit now)."""
+        if self.stops is not None:
+            keep = 0
+            for s in self.stops:
+                for k in range(min(len(s) - 1, len(text)), keep, -1):
+                    if text.endswith(s[:k]):
+                        keep = k
+                        break
+            return len(text) - keep
+        # the rules cut only at a newline, decided by the first non-blank character after it
+        nl = text.rfind("\n")
+        if nl >= 0 and not text[nl + 1:].strip(" \t\r\f"):
+            return nl
+        return len(text)
+
     def cut(self, text: str) -> int | None:
         """Where to cut ``text`` (the earliest stop), or ``None`` to go on."""
         c = self.cuts(text)
