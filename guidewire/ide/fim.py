@@ -72,7 +72,10 @@ def comment_prefix(path: str | None) -> str:
 
 def detect_fim_format(tokenizer) -> FimFormat | None:
     """The FIM format whose three marker tokens are all in ``tokenizer``'s vocabulary, else ``None``."""
-    vocab = tokenizer.get_vocab()
+    return _detect(tokenizer.get_vocab())
+
+
+def _detect(vocab: dict) -> FimFormat | None:
     for fmt in FORMATS:
         if all(t in vocab for t in (fmt.prefix, fmt.suffix, fmt.middle)):
             return fmt
@@ -96,20 +99,33 @@ class FimPrompt:
 _TOKENIZER_LOCK = threading.Lock()
 
 
-def locked_encoder(tokenizer) -> Callable[[str], list[int]]:
-    """``text -> ids`` without special tokens, one call at a time across threads."""
+def split_encode(tokenizer, text: str) -> list[int]:
+    """``text``'s ids with no special token added *or recognised*: a marker's spelling inside the
+    code (``"<fim_suffix>"`` in a string literal) is encoded as plain text, never as the marker."""
+    if not text:
+        return []
+    return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+
+def locked_encoder(tokenizer, lock: threading.Lock | None = None) -> Callable[[str], list[int]]:
+    """:func:`split_encode` one call at a time across threads (under ``lock``, default this module's)."""
+    lock = lock or _TOKENIZER_LOCK
+
     def encode(text: str) -> list[int]:
-        if not text:
-            return []
-        with _TOKENIZER_LOCK:
-            return list(tokenizer.encode(text, add_special_tokens=False))
+        with lock:
+            return split_encode(tokenizer, text)
 
     return encode
 
 
-def _bos(tokenizer) -> list[int]:
+def _bos(tokenizer, lock: threading.Lock) -> list[int]:
+    """BOS when the tokenizer itself starts an encoded text with it."""
     bos = getattr(tokenizer, "bos_token_id", None)
-    return [int(bos)] if bos is not None else []
+    if bos is None:
+        return []
+    with lock:
+        ids = tokenizer.encode("a", add_special_tokens=True)
+    return [int(bos)] if ids and ids[0] == bos else []
 
 
 def _adds_dummy_space(tokenizer, encode) -> bool:
@@ -136,16 +152,18 @@ def _check_extra(extra) -> list[tuple[str, str]]:
 
 def build_fim_prompt(tokenizer, prefix: str, suffix: str = "", *, extra: Sequence = (), path: str | None = None,
                      budget: int | None = None, fallback: str = "prefix",
-                     encode: Callable[[str], list[int]] | None = None) -> FimPrompt:
+                     lock: threading.Lock | None = None) -> FimPrompt:
     """Prompt ids for filling the middle between ``prefix`` and ``suffix``.
 
     ``extra``: other files as ``{"filename", "text"}`` dicts or ``(filename, text)`` pairs (context
     before the current file). ``budget``: most prompt tokens; the prefix keeps its end, the suffix
     its start, extra files are dropped last-first, and ``truncated`` says whether anything was cut.
-    ``fallback`` (models without FIM tokens): ``"prefix"`` or ``"suffix_comment"``. ``encode``:
-    ``text -> ids`` without special tokens (default :func:`locked_encoder`).
+    ``fallback`` (models without FIM tokens): ``"prefix"`` or ``"suffix_comment"``. Every call
+    to the tokenizer holds ``lock`` (default this module's; a server passes the one its other
+    prompts use: fast tokenizers are not thread-safe).
     """
-    encode = encode or locked_encoder(tokenizer)
+    lock = lock or _TOKENIZER_LOCK
+    encode = locked_encoder(tokenizer, lock)
     if not isinstance(prefix, str) or not isinstance(suffix, str):
         raise InfillError("prefix and suffix must be strings")
     if fallback not in FALLBACKS:
@@ -153,12 +171,13 @@ def build_fim_prompt(tokenizer, prefix: str, suffix: str = "", *, extra: Sequenc
     extra = _check_extra(extra)
     if budget is not None and budget < 8:
         raise InfillError(f"the prompt budget of {budget} tokens is too small for a completion prompt")
-    fmt = detect_fim_format(tokenizer)
-    vocab = tokenizer.get_vocab()
+    with lock:
+        vocab = tokenizer.get_vocab()
+    fmt = _detect(vocab)
     eos = getattr(tokenizer, "eos_token_id", None)
     stop_ids = {int(eos)} if eos is not None else set()
     if fmt is None:
-        return _fallback_prompt(tokenizer, encode, prefix, suffix, extra, path, budget, fallback, stop_ids)
+        return _fallback_prompt(tokenizer, encode, lock, prefix, suffix, extra, path, budget, fallback, stop_ids)
     stop_ids.update(vocab[t] for t in fmt.stops if t in vocab)
     if fmt.space_after_prefix_token and prefix and not _adds_dummy_space(tokenizer, encode):
         prefix = " " + prefix
@@ -174,7 +193,7 @@ def build_fim_prompt(tokenizer, prefix: str, suffix: str = "", *, extra: Sequenc
         else:
             c = comment_prefix(path)
             extra_ids = encode("".join(f"{c} {name}\n{text}\n\n" for name, text in extra))
-    head = _bos(tokenizer)
+    head = _bos(tokenizer, lock)
     fixed = len(head) + 3
     pre, suf, extra_ids, truncated = _fit(pre, suf, extra_ids, budget, fixed)
     ids = head + extra_ids + [vocab[fmt.prefix]] + pre + [vocab[fmt.suffix]] + suf + [vocab[fmt.middle]]
@@ -194,14 +213,14 @@ def _fit(pre: list[int], suf: list[int], extra: list[int], budget: int | None, f
             True)
 
 
-def _fallback_prompt(tokenizer, encode, prefix, suffix, extra, path, budget, mode, stop_ids) -> FimPrompt:
+def _fallback_prompt(tokenizer, encode, lock, prefix, suffix, extra, path, budget, mode, stop_ids) -> FimPrompt:
     c = comment_prefix(path)
     context = "".join(f"{c} {name}\n{text}\n\n" for name, text in extra)
     shown = ""
     if mode == "suffix_comment" and suffix.strip():
         lines = "".join(f"{c} {line}\n" for line in suffix.strip("\n").splitlines())
         shown = f"{c} The code after the part being written:\n{lines}\n"
-    head = _bos(tokenizer)
+    head = _bos(tokenizer, lock)
     extra_ids = encode(context)
     shown_ids = encode(shown)
     pre = encode(prefix)

@@ -104,7 +104,7 @@ def completion_prompt_ids(lm, prompt: str, suffix: str | None) -> tuple[list[int
     if suffix is None:
         return _encode(tok, prompt, special=True), frozenset()
     try:
-        fp = build_fim_prompt(tok, prompt, suffix, encode=lambda t: _encode(tok, t, special=False))
+        fp = build_fim_prompt(tok, prompt, suffix, lock=_TOKENIZER_LOCK)
     except InfillError as exc:
         raise APIError(str(exc), param="suffix") from None
     return fp.ids, fp.stop_ids - lm.vocab.eos_ids

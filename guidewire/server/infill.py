@@ -33,7 +33,7 @@ from ..ide.fim import InfillError, build_fim_prompt
 from ..ide.healing import TokenHealing, healable_tail
 from ..ide.stops import CodeStops
 from ..runtime.sampling import SamplingParams
-from .chat import _encode
+from .chat import _TOKENIZER_LOCK
 from .errors import APIError
 from .plans import Plan, _get, _number
 
@@ -127,7 +127,7 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
         room = lm.max_context - max_tokens
     try:
         fp = build_fim_prompt(tok, prefix, suffix, extra=extra, path=path, budget=room,
-                              encode=lambda t: _encode(tok, t, special=False))
+                              lock=_TOKENIZER_LOCK)
     except InfillError as exc:
         raise APIError(str(exc), param="input_prefix") from None
     if not fp.ids:
