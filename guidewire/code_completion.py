@@ -166,7 +166,12 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
         heal = healable_tail(vocab, prompt.ids, prefix)
     # the constraints see the buffer without the healed tail: the output re-spells it first
     seen = prefix[:len(prefix) - len(heal.decode("utf-8"))] if heal else prefix
-    gate = SuffixGate(_grammar(grammar, vocab), seen, suffix) if grammar is not None else None
+    gate = None
+    if grammar is not None:
+        compiled = _grammar(grammar, vocab)
+        gate = SuffixGate(compiled, prefix, suffix)     # checks the whole prefix (line, column on error)
+        if heal:
+            gate = SuffixGate(compiled, seen, suffix)
     named = resolve_monitors(monitors, vocab=vocab, prefix=seen, suffix=suffix, path=path,
                              project_root=project_root, deadline_s=monitor_deadline_s)
     parts = ([TokenHealing(vocab, heal)] if heal else []) + ([gate] if gate is not None else []) \
