@@ -26,8 +26,15 @@ def run_lsp(args) -> int:
         raise ValueError(f"--latency-budget-ms must be > 0, got {args.latency_budget_ms}")
     if args.max_prompt_tokens < 8:
         raise ValueError(f"--max-prompt-tokens must be >= 8, got {args.max_prompt_tokens}")
+    from ..core.errors import GuidewireError
     from ..runtime.loading import set_num_threads
-    from .lsp import LspConfig, create_server
+
+    try:
+        from .lsp import LspConfig, create_server
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pygls", "lsprotocol"):
+            raise
+        raise GuidewireError(f"guidewire lsp needs {exc.name}: pip install 'guidewire[ide]'") from None
 
     set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)

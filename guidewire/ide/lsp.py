@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -101,6 +102,17 @@ def _complete(state: _State, prefix: str, suffix: str, path: str | None, root: s
     return out.text
 
 
+def _warm(state: _State) -> None:
+    """Load the model before the first request (which waits for it instead of spending its budget)."""
+    from ..runtime.registry import get_model
+
+    with state.lock:
+        try:
+            get_model(state.config.model)
+        except Exception as exc:  # noqa: BLE001 - reported again, to the client, by the first request
+            logging.getLogger(__name__).warning("guidewire lsp: cannot load the model: %s", exc)
+
+
 def create_server(config: LspConfig | None = None) -> LanguageServer:
     """The guidewire language server (not started; call ``start_io()``)."""
     server = LanguageServer("guidewire", __version__)
@@ -116,6 +128,8 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
         except ValueError as exc:   # pygls swallows errors here: answer every completion with it
             state.config_error = f"guidewire: bad initializationOptions: {exc}"
             ls.show_message_log(state.config_error, lsp.MessageType.Error)
+            return
+        threading.Thread(target=_warm, args=(state,), name="guidewire-lsp-warm", daemon=True).start()
 
     @server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION)
     async def _inline(ls: LanguageServer, params: lsp.InlineCompletionParams):
