@@ -90,3 +90,22 @@ def test_completions_with_suffix(srv):
                              max_tokens=8, temperature=0, stop=["\n"])
     text = r.choices[0].text
     assert text and "\n" not in text and r.choices[0].finish_reason in ("stop", "length")
+
+
+LIST_GRAMMAR = 'start: "xs = [" NUM (", " NUM)* "]\\n"\nNUM: /[0-9]+/\n'
+
+
+def test_infill_guided_grammar_keeps_the_suffix_consistent(srv):
+    import re
+
+    prefix, suffix = "xs = [1, 2, 3, ", "]\n"
+    r = _post(srv, {"input_prefix": prefix, "input_suffix": suffix, "n_predict": 12, "temperature": 0,
+                    "stop": [","], "guided_grammar": LIST_GRAMMAR})
+    out = r.json()
+    assert r.status_code == 200 and out["suffix_fits"] is True, out
+    assert re.fullmatch(r"xs = \[\d+(, \d+)*\]\n", prefix + out["content"] + suffix), out
+    r = _post(srv, {"input_prefix": "xs = (", "guided_grammar": LIST_GRAMMAR})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input_prefix", r.text
+    assert "line 1, column 6" in r.json()["error"]["message"]
+    r = _post(srv, {"input_prefix": "x", "guided_grammar": "start: ("})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "guided_grammar", r.text

@@ -6,7 +6,9 @@ appended to the prefix), ``n_predict`` (-1: the server default), ``temperature``
 ``top_p``, ``min_p``, ``seed`` (-1: random), ``stop``, ``stream``, ``t_max_predict_ms`` (latency
 budget); other llama.cpp fields (``cache_prompt``, ``samplers``, ``n_indent`` ...) are accepted and
 ignored. Extensions: ``monitors`` (names for ``guidewire.monitors.create_monitor``, default none),
-``path`` and ``project_root`` (where the buffer lives, for the monitors).
+``path`` and ``project_root`` (where the buffer lives, for the monitors), ``guided_grammar`` (Lark
+text or a built-in name for the *whole document*: the middle keeps the prefix viable and ends only
+where the suffix fits, see :mod:`guidewire.ide.gate`; the reply's ``suffix_fits`` says whether it did).
 
 The prompt is the model's FIM format, or the prefix-only fallback with token healing
 (:mod:`guidewire.ide`). Without ``stop`` the code stop rules of :mod:`guidewire.ide.stops` apply.
@@ -22,6 +24,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -34,7 +37,9 @@ from ..ide.healing import TokenHealing, healable_tail
 from ..ide.stops import CodeStops
 from ..runtime.sampling import SamplingParams
 from .chat import _TOKENIZER_LOCK
-from .errors import APIError
+from ..ide.gate import SuffixGate
+from ..runtime.registry import get_grammar
+from .errors import APIError, constraint_error
 from .plans import Plan, _get, _number
 
 MAX_MONITORS = 8
@@ -50,6 +55,14 @@ class InfillState:
     truncated: bool
     time_limit: float | None
     requested_stop: tuple[str, ...] | None
+    fits: Callable[[str], bool] | None = None     # with guided_grammar: does the suffix fit after this middle
+
+    def first_cut(self, visible: str) -> int | None:
+        """The earliest stop in ``visible`` (with a grammar: the earliest where the suffix fits)."""
+        for c in self.stops.cuts(visible):
+            if self.fits is None or self.fits(self.heal + visible[:c]):
+                return c
+        return None
 
 
 def _text_field(body: dict, key: str) -> str:
@@ -137,9 +150,12 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
         heal = healable_tail(vocab, fp.ids, prefix)
     seen = prefix[:len(prefix) - len(heal.decode("utf-8"))] if heal else prefix
     ends = fp.stop_ids - vocab.eos_ids
+    grammar = _document_grammar(body, vocab, prefix, suffix)
 
     def make_constraint():
         parts = [TokenHealing(vocab, heal)] if heal else []
+        if grammar is not None:
+            parts.append(SuffixGate(grammar, seen, suffix))
         parts += [m for _, m in resolve_monitors(names, vocab=vocab, prefix=seen, suffix=suffix, path=path,
                                                  project_root=root, deadline_s=0.5)]
         if ends:
@@ -152,8 +168,29 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
     plan = Plan(ids, max_tokens, [sampling], (), make_constraint, "monitors")
     plan.stream = stream
     plan.extra["infill"] = InfillState(CodeStops(prefix, suffix, stop), heal.decode("utf-8"), fp.format,
-                                       fp.truncated, None if budget_ms is None else budget_ms / 1000.0, stop)
+                                       fp.truncated, None if budget_ms is None else budget_ms / 1000.0, stop,
+                                       None if grammar is None else SuffixGate(grammar, seen, suffix).accepts)
     return plan
+
+
+def _document_grammar(body: dict, vocab, prefix: str, suffix: str):
+    """``guided_grammar`` (Lark text or a built-in name) of the whole document, compiled, with the
+    prefix checked against it; ``None`` when not given."""
+    spec = body.get("guided_grammar")
+    if spec is None:
+        return None
+    if not isinstance(spec, str) or not spec:
+        raise APIError("guided_grammar must be a non-empty string (Lark grammar text or a built-in name)",
+                       param="guided_grammar")
+    try:
+        grammar = get_grammar("lark", spec, vocab)
+    except Exception as exc:  # noqa: BLE001 - typed by constraint_error
+        raise constraint_error(exc, "guided_grammar") from None
+    try:
+        SuffixGate(grammar, prefix, suffix)
+    except InfillError as exc:
+        raise APIError(str(exc), param="input_prefix", code="prefix_outside_grammar") from None
+    return grammar
 
 
 class _Reply:
@@ -181,7 +218,7 @@ class _Reply:
             self.t_first = time.monotonic()
         self.raw += text
         self.pieces += 1
-        cut = self.state.stops.cut(self.visible)
+        cut = self.state.first_cut(self.visible)
         if cut is not None:
             v = self.visible
             if self.state.requested_stop:
@@ -211,6 +248,7 @@ class _Reply:
             "stop_type": self.stop_type or "limit", "stopping_word": self.stopping_word,
             "tokens_predicted": n, "tokens_evaluated": prompt_n, "truncated": self.state.truncated,
             "has_new_line": "\n" in self.visible, "fim_format": self.state.fim_format,
+            "suffix_fits": None if self.state.fits is None else self.state.fits(self.state.heal + self.visible),
             "timings": {"prompt_n": prompt_n, "prompt_ms": prompt_ms,
                         "prompt_per_token_ms": prompt_ms / max(prompt_n, 1),
                         "prompt_per_second": prompt_n / max(prompt_ms / 1e3, 1e-9),
