@@ -3,7 +3,8 @@
 Cursor positions are cut from Python standard-library files (at the start of an indented line
 inside a function, at least ``--context`` tokens into the file); each completion is
 ``complete_code(prefix, suffix=rest of the file, max_tokens=32, stop=[], max_prompt_tokens=context)``
-so exactly the prompt budget is prefilled. The configurations run interleaved on the same cursor
+so exactly the prompt budget is prefilled. Peers on the same prompt ids: guidewire's decode loop alone
+(no completion layer, no constraint) and transformers' ``generate``. Everything runs interleaved on the same cursor
 positions in one process (paired), after one warm-up call (reported apart as the cold call).
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 GUIDEWIRE_NUM_THREADS=1 python bench/bench_ide_latency.py \\
@@ -49,6 +50,31 @@ def cursor_points(n: int, context: int, seed: int, tokenizer) -> list[tuple[str,
     return out
 
 
+def _peer(lm, ids, n: int, kind: str) -> dict:
+    """The same prompt decoded without guidewire's completion layer: its own decode loop
+    (no constraint, EOS ignored) or transformers' ``generate`` (greedy, exactly ``n`` tokens)."""
+    import torch
+
+    from guidewire.runtime.decode import iter_decode
+
+    t0 = time.monotonic()
+    first = None
+    if kind == "loop":
+        count = 0
+        for _chunk in iter_decode(lm.sequence(), ids, None, vocab=lm.vocab, max_tokens=n, ignore_eos=True):
+            first = first or time.monotonic()
+            count += 1
+    else:
+        with torch.inference_mode():
+            out = lm.module.generate(torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                     pad_token_id=min(lm.vocab.eos_ids))
+        count = out.shape[1] - len(ids)
+    end = time.monotonic()
+    first = first or end
+    return {"total_s": end - t0, "ttft_s": first - t0, "decode_s": end - first, "prompt_tokens": len(ids),
+            "tokens": count, "triggers": 0, "abstentions": 0, "analysis_s": 0.0, "finish": "length"}
+
+
 def pct(xs, q):
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
@@ -64,6 +90,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from guidewire import complete_code
+    from guidewire.ide.fim import build_fim_prompt
     from guidewire.runtime.registry import get_model
 
     t = time.monotonic()
@@ -78,17 +105,23 @@ def main(argv=None) -> int:
     cold = complete_code(points[0][1], suffix=points[0][2], monitors=(), **kw)
     cold_s = time.monotonic() - t
     rows = {name: [] for name in configs}
+    rows["peer: decode loop only"] = []
+    rows["peer: HF generate"] = []
     for k, (fname, prefix, suffix) in enumerate(points):
-        order = list(configs.items())
-        if k % 2:
-            order.reverse()    # alternate the order within a pair
-        for name, mons in order:
-            out = complete_code(prefix, suffix=suffix, monitors=mons, path=fname, **kw)
-            s = out.stats
-            rows[name].append({"file": fname, "total_s": s.total_s, "ttft_s": s.ttft_s, "decode_s": s.decode_s,
-                               "prompt_tokens": s.prompt_tokens, "tokens": s.completion_tokens,
-                               "triggers": s.triggers, "abstentions": s.abstentions, "analysis_s": s.analysis_s,
-                               "finish": out.finish_reason})
+        ids = build_fim_prompt(lm.tokenizer, prefix, suffix, budget=args.context).ids
+        runs = [(name, "gw", mons) for name, mons in configs.items()]
+        runs += [("peer: decode loop only", "loop", ids), ("peer: HF generate", "hf", ids)]
+        runs = runs[k % len(runs):] + runs[:k % len(runs)]   # rotate the order from point to point
+        for name, kind, arg in runs:
+            if kind == "gw":
+                out = complete_code(prefix, suffix=suffix, monitors=arg, path=fname, **kw)
+                s = out.stats
+                rows[name].append({"file": fname, "total_s": s.total_s, "ttft_s": s.ttft_s, "decode_s": s.decode_s,
+                                   "prompt_tokens": s.prompt_tokens, "tokens": s.completion_tokens,
+                                   "triggers": s.triggers, "abstentions": s.abstentions,
+                                   "analysis_s": s.analysis_s, "finish": out.finish_reason})
+            else:
+                rows[name].append(_peer(lm, arg, args.new_tokens, kind) | {"file": fname})
     report = {"model": lm.name, "context": args.context, "new_tokens": args.new_tokens, "samples": len(points),
               "model_load_s": load_s, "cold_first_call_s": cold_s, "cold_tokens": cold.stats.completion_tokens,
               "configs": {}}
@@ -103,11 +136,14 @@ def main(argv=None) -> int:
             "tokens_min": min(r["tokens"] for r in rs), "full_32": sum(r["tokens"] == args.new_tokens for r in rs),
             "triggers": sum(r["triggers"] for r in rs), "abstentions": sum(r["abstentions"] for r in rs),
             "analysis_s": sum(r["analysis_s"] for r in rs), "rows": rs}
-    if len(rows) == 2:
-        a, b = list(rows)
-        ratios = [y["total_s"] / x["total_s"] for x, y in zip(rows[a], rows[b])]
-        report["paired_ratio"] = {"of": f"{b} / {a}", "p50": pct(ratios, 50), "p95": pct(ratios, 95),
-                                  "max": max(ratios)}
+    report["paired_ratios"] = {}
+    for a in rows:
+        if a == "no monitors":
+            continue
+        ratios = [x["total_s"] / y["total_s"] for x, y in zip(rows["no monitors"], rows[a])] if "peer" in a else \
+            [y["total_s"] / x["total_s"] for x, y in zip(rows["no monitors"], rows[a])]
+        label = f"no monitors / {a}" if "peer" in a else f"{a} / no monitors"
+        report["paired_ratios"][label] = {"p50": pct(ratios, 50), "p95": pct(ratios, 95), "max": max(ratios)}
     text = json.dumps(report, indent=1)
     if args.out:
         Path(args.out).write_text(text)

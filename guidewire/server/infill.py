@@ -165,7 +165,7 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
         return parts[0] if len(parts) == 1 else AllOf(parts, vocab.vocab_size)
 
     ids = fp.ids[:-1] if heal else fp.ids
-    plan = Plan(ids, max_tokens, [sampling], (), make_constraint, "monitors")
+    plan = Plan(ids, max_tokens, [sampling], (), make_constraint, "monitors" if names else "guided_grammar")
     plan.stream = stream
     plan.extra["infill"] = InfillState(CodeStops(prefix, suffix, stop), heal.decode("utf-8"), fp.format,
                                        fp.truncated, None if budget_ms is None else budget_ms / 1000.0, stop,
