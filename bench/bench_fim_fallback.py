@@ -2,7 +2,8 @@
 
 Dev set: one line removed from a function body in Python standard-library files (prefix = text
 before the line, suffix = text after it, the line is the missing middle). Each point is completed
-with ``fallback="prefix"`` and ``fallback="suffix_comment"`` (suffix shown first as a comment),
+with ``fallback="prefix"`` and ``fallback="suffix_comment"`` (suffix shown first as a comment), and
+optionally ``prefix_noheal`` (the prefix prompt without token healing),
 greedy, one line (``stop=["\\n"]``), interleaved in one process. Scores: exact match of the line
 (whitespace-stripped) and of its first identifier.
 
@@ -48,11 +49,13 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--modes", default="prefix,suffix_comment",
+                    help="comma-separated: prefix, suffix_comment, prefix_noheal (prefix without token healing)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from guidewire import complete_code
 
-    modes = ("prefix", "suffix_comment")
+    modes = tuple(args.modes.split(","))
     score = {m: {"exact": 0, "first_ident": 0} for m in modes}
     rows = []
     pts = points(args.samples, args.seed)
@@ -60,7 +63,8 @@ def main(argv=None) -> int:
         row = {"file": fname, "target": target}
         for m in (modes if k % 2 == 0 else modes[::-1]):
             out = complete_code(prefix, suffix=suffix, monitors=(), max_tokens=24, stop=["\n"],
-                                max_prompt_tokens=args.context, fallback=m)
+                                max_prompt_tokens=args.context, fallback=m.replace("_noheal", ""),
+                                token_healing=not m.endswith("_noheal"))
             got = out.text.strip()
             row[m] = got
             score[m]["exact"] += got == target

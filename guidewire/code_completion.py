@@ -136,7 +136,7 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
                   monitors: Sequence = ("dereference",), model=None, max_tokens: int = 64,
                   temperature: float = 0.0, stop: Sequence[str] | None = None, grammar=None,
                   extra: Sequence = (), seed: int | None = None, monitor_deadline_s: float = 0.5,
-                  max_prompt_tokens: int | None = None, fallback: str = "prefix",
+                  max_prompt_tokens: int | None = None, fallback: str = "prefix", token_healing: bool = True,
                   time_limit_s: float | None = None, cancel=None) -> CodeCompletion:
     """Complete the code between ``prefix`` and ``suffix`` (the text before and after the cursor).
 
@@ -147,7 +147,8 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
     ``stop``: stop strings (``None``: the code rules of :mod:`guidewire.ide.stops`). ``extra``:
     other files as ``{"filename", "text"}``. ``max_prompt_tokens``: prompt budget (default: the
     model's window less ``max_tokens``). ``fallback``: prompt of models without FIM tokens
-    (``"prefix"`` or ``"suffix_comment"``). ``cancel`` (anything with ``is_set()``) and
+    (``"prefix"`` or ``"suffix_comment"``; ``token_healing`` re-spells their last prompt token, see
+    :mod:`guidewire.ide.healing`). ``cancel`` (anything with ``is_set()``) and
     ``time_limit_s`` end decoding early, between steps, with what was generated so far.
     """
     _check_args(prefix, suffix, max_tokens, temperature, time_limit_s, max_prompt_tokens)
@@ -162,7 +163,7 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
     prompt = build_fim_prompt(lm.tokenizer, prefix, suffix, extra=extra, path=path, budget=budget,
                               fallback=fallback)
     heal = b""
-    if prompt.format.startswith("fallback") and prompt.prefix_tokens:
+    if token_healing and prompt.format.startswith("fallback") and prompt.prefix_tokens:
         heal = healable_tail(vocab, prompt.ids, prefix)
     # the constraints see the buffer without the healed tail: the output re-spells it first
     seen = prefix[:len(prefix) - len(heal.decode("utf-8"))] if heal else prefix

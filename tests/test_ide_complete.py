@@ -132,3 +132,10 @@ def test_named_monitor_needs_the_monitors_package():
     else:
         out = guidewire.complete_code("import os\nos.", max_tokens=4)
         assert "dereference" in out.stats.monitors
+
+
+def test_token_healing_can_be_switched_off():
+    on = guidewire.complete_code(POINT, monitors=(), max_tokens=2, stop=[])
+    off = guidewire.complete_code(POINT, monitors=(), max_tokens=2, stop=[], token_healing=False)
+    assert on.stats.healed == "." and off.stats.healed == ""
+    assert off.stats.prompt_tokens == on.stats.prompt_tokens + 1  # healing feeds the prompt less its last token
