@@ -110,7 +110,8 @@ def test_healable_tail():
     ids = [byte_id(b"x"), VOCAB.token_bytes.index(b"ab")]
     assert healable_tail(VOCAB, ids, "xab") == b"ab"
     assert healable_tail(VOCAB, ids, "xa") == b""                 # the prefix does not end with the token
-    assert healable_tail(VOCAB, [byte_id(b"x"), byte_id(b"\n")], "x\n") == b""   # no healing across a newline
+    assert healable_tail(VOCAB, [byte_id(b"x"), byte_id(b"\n")], "x\n") == b"\n"
+    assert healable_tail(VOCAB, [byte_id(b"x"), byte_id(b"\xc3")], "x\xc3") == b""   # not whole UTF-8
     assert healable_tail(VOCAB, ids[1:], "ab") == b""             # never the whole prompt
 
 

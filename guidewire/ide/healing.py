@@ -21,7 +21,7 @@ from ..core.bitmask import fill_row, ids_to_bitmask
 
 def healable_tail(vocab, prompt_ids: Sequence[int], prefix: str) -> bytes:
     """The bytes of the prompt's last token when healing applies (the prefix ends with them, they
-    are whole UTF-8 without a newline and not all of the prefix), else ``b""``."""
+    are whole UTF-8 and not all of the prefix), else ``b""``."""
     if len(prompt_ids) < 2:
         return b""
     last = int(prompt_ids[-1])
@@ -29,7 +29,7 @@ def healable_tail(vocab, prompt_ids: Sequence[int], prefix: str) -> bytes:
         return b""
     tail = vocab.token_bytes[last]
     data = prefix.encode("utf-8")
-    if not tail or b"\n" in tail or len(tail) >= len(data) or not data.endswith(tail):
+    if not tail or len(tail) >= len(data) or not data.endswith(tail):
         return b""
     try:
         tail.decode("utf-8")
