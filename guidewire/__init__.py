@@ -8,7 +8,7 @@ per process); the layers underneath are :mod:`guidewire.core`, :mod:`guidewire.g
 __version__ = "0.1.0"
 
 __all__ = ["generate_json", "generate", "load_model", "GuidewireError", "IncompleteOutputError",
-           "OutputValidationError", "DeadEndError", "text_to_sql", "ModelLoadError", "ContextLengthError",
+           "OutputValidationError", "DeadEndError", "text_to_sql", "complete_code", "CodeCompletion", "ModelLoadError", "ContextLengthError",
            "__version__"]
 
 from ._lazy import lazy_getattr  # noqa: E402
@@ -21,6 +21,7 @@ _LAZY = {
     "DeadEndError": "guidewire.runtime.errors", "ModelLoadError": "guidewire.runtime.errors",
     "ContextLengthError": "guidewire.runtime.errors",
     "text_to_sql": "guidewire.sql",
+    "complete_code": "guidewire.code_completion", "CodeCompletion": "guidewire.code_completion",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .server.cli import add_serve_parser
 
     add_serve_parser(sub)
+    from .ide.cli import add_lsp_parser
+
+    add_lsp_parser(sub)
     return parser
 
 
@@ -382,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
             from .server.cli import run_serve
 
             return run_serve(args)
+        if args.command == "lsp":
+            from .ide.cli import run_lsp
+
+            return run_lsp(args)
         if args.command == "sql":
             from .sql.cli import run as _cmd_sql
 

@@ -1,4 +1,5 @@
-"""The FastAPI application: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``, ``/health``.
+"""The FastAPI application: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``, ``/health``,
+and llama.cpp's ``/infill`` (:mod:`.infill`).
 
 Handlers parse and validate (:mod:`.plans`), submit one :class:`~.scheduler.Job` per choice
 and read the jobs' events from an asyncio queue; all decoding happens on the scheduler thread.
@@ -141,6 +142,14 @@ def create_app(lm, *, model_name: str | None = None, max_batch: int = 16, max_qu
     @app.post("/v1/completions")
     async def completions(request: Request):
         return await _serve(request, False)
+
+    @app.post("/infill")
+    async def infill(request: Request):
+        from .infill import infill_plan, infill_reply
+
+        t0 = time.monotonic()
+        plan = await run_in_threadpool(infill_plan, await _body(request), lm)
+        return await infill_reply(request, _Run(scheduler, plan, time_limit), plan, name, t0)
 
     return app
 

@@ -23,8 +23,6 @@ _TOOLS_PROMPT = (
     '{{"name": <function-name>, "arguments": <arguments-json-object>}}\n</tool_call>')
 # Hugging Face fast tokenizers are not safe to call from several threads at once ("Already borrowed").
 _TOKENIZER_LOCK = threading.Lock()
-_FIM_FALLBACK = ("Fill in the missing text between the prefix and the suffix below. Reply with the "
-                 "missing text only.\n<prefix>{prefix}</prefix>\n<suffix>{suffix}</suffix>")
 
 
 def _text(content, where: str) -> str:
@@ -96,13 +94,17 @@ def _encode(tok, text: str, *, special: bool) -> list[int]:
         return list(tok.encode(text, add_special_tokens=special))
 
 
-def completion_prompt_ids(lm, prompt: str, suffix: str | None) -> list[int]:
-    """Token ids for /v1/completions. With ``suffix``: the model's FIM tokens if it has them,
-    else a chat prompt asking for the missing middle (SmolLM2 has no FIM tokens)."""
+def completion_prompt_ids(lm, prompt: str, suffix: str | None) -> tuple[list[int], frozenset[int]]:
+    """Token ids for /v1/completions and the extra ids that end the text. With ``suffix``: the
+    model's FIM format (StarCoder, Qwen2.5-Coder, CodeLlama, DeepSeek-Coder; its end-of-middle
+    tokens end the text), else the prefix-only fallback (SmolLM2 has no FIM tokens)."""
+    from ..ide.fim import InfillError, build_fim_prompt
+
     tok = lm.tokenizer
     if suffix is None:
-        return _encode(tok, prompt, special=True)
-    vocab = tok.get_vocab()
-    if all(t in vocab for t in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")):
-        return _encode(tok, f"<fim_prefix>{prompt}<fim_suffix>{suffix}<fim_middle>", special=False)
-    return chat_prompt_ids(lm, [{"role": "user", "content": _FIM_FALLBACK.format(prefix=prompt, suffix=suffix)}])
+        return _encode(tok, prompt, special=True), frozenset()
+    try:
+        fp = build_fim_prompt(tok, prompt, suffix, lock=_TOKENIZER_LOCK)
+    except InfillError as exc:
+        raise APIError(str(exc), param="suffix") from None
+    return fp.ids, fp.stop_ids - lm.vocab.eos_ids

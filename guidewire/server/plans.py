@@ -15,6 +15,7 @@ from ..api import GENERATION_SCHEMA_OPTIONS, fit_context, get_grammar
 from ..runtime.errors import ContextLengthError
 from ..runtime.sampling import SamplingParams
 from .chat import chat_prompt_ids, completion_prompt_ids, normalise_messages
+from ..ide.endtokens import EndTokens
 from .errors import APIError
 from .tools import AutoToolConstraint, compile_tool_grammar
 
@@ -226,7 +227,9 @@ def completion_plan(body: dict, lm, *, default_max: int = 16) -> Plan:
         raise APIError("echo is not supported", param="echo")
     make, param = _constraint(body, lm.vocab)
     _no_stop_with(body, make)
-    ids = completion_prompt_ids(lm, prompt, suffix)
+    ids, ends = completion_prompt_ids(lm, prompt, suffix)
+    if make is None and ends:   # a FIM model's own end-of-middle tokens end the text too
+        make = lambda: EndTokens(lm.vocab.vocab_size, ends)  # noqa: E731
     plan = Plan(ids, _budget(body, ids, lm, default_max, keys=("max_tokens",)), _sampling(body), _stop(body),
                 make, param)
     return _common(body, plan)

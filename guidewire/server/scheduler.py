@@ -63,7 +63,7 @@ class _Seq:
         self.sampler = Sampler(job.sampling)
         self.out: list[int] = []
         self.decoder = None
-        self.stops = StopStrings(job.stop if matcher is None else ())
+        self.stops = StopStrings(job.stop)   # the plans refuse stop strings with a structured output
         self.row = np.full(words, -1, dtype=np.int32)
         self.done = False
         self.deadline = job.submitted + job.time_limit
