@@ -2,7 +2,7 @@
 
 The prompt is the model's FIM format when its vocabulary has one (StarCoder, Qwen2.5-Coder,
 CodeLlama, DeepSeek-Coder), else the prefix-only fallback (:mod:`guidewire.ide.fim`). The
-constraint is the AND (:class:`~guidewire.ide.compose.AllOf`) of the requested monitors (names
+constraint is the AND (:func:`guidewire.monitors.intersect`) of the requested monitors (names
 resolved by ``guidewire.monitors.create_monitor``, factories, or ready constraint objects) and,
 when ``grammar=`` describes the whole document, the suffix gate (:mod:`guidewire.ide.gate`).
 Decoding stops at EOS or a FIM end token, at the stop rules (:mod:`guidewire.ide.stops`; with a
@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from ._checks import check_generation_args
-from .core.errors import GuidewireError
-from .ide.compose import AllOf
+from .monitors.compose import intersect
 from .ide.fim import InfillError, build_fim_prompt
 from .ide.gate import SuffixGate
 from .ide.healing import TokenHealing, healable_tail
@@ -75,8 +74,11 @@ def _monitor_stats(m) -> dict:
     if st is None:
         return {}
     get = st.get if isinstance(st, dict) else (lambda k, d=None: getattr(st, k, d))
-    return {"triggers": int(get("triggers", 0) or 0), "abstentions": int(get("abstentions", 0) or 0),
-            "analysis_s": float(get("analysis_s", 0.0) or 0.0)}
+    abstentions, analysis = get("abstentions", 0) or 0, get("analysis_s", 0.0) or 0.0
+    # guidewire.monitors' MonitorStats keeps one entry per abstention / analysis; other monitors may count
+    return {"triggers": int(get("triggers", 0) or 0),
+            "abstentions": len(abstentions) if isinstance(abstentions, (list, tuple)) else int(abstentions),
+            "analysis_s": float(sum(analysis)) if isinstance(analysis, (list, tuple)) else float(analysis)}
 
 
 def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, path, project_root,
@@ -90,13 +92,8 @@ def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, pat
         kw = dict(vocab=vocab, prefix=prefix, suffix=suffix, path=path, project_root=project_root,
                   deadline_s=deadline_s)
         if isinstance(spec, str):
-            try:
-                from .monitors import create_monitor
-            except ModuleNotFoundError as exc:
-                if exc.name not in ("guidewire.monitors", __package__ + ".monitors"):
-                    raise
-                raise GuidewireError(f"monitor {spec!r}: guidewire.monitors is not part of this build; "
-                                     "pass monitors=() for unmonitored completion") from None
+            from .monitors import create_monitor
+
             out.append((spec, create_monitor(spec, **kw)))
         elif hasattr(spec, "fill_bitmask") and hasattr(spec, "advance"):
             out.append((getattr(spec, "name", None) or f"{type(spec).__name__}#{i}", spec))
@@ -177,7 +174,7 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
                              project_root=project_root, deadline_s=monitor_deadline_s)
     parts = ([TokenHealing(vocab, heal)] if heal else []) + ([gate] if gate is not None else []) \
         + [m for _, m in named]
-    constraint = None if not parts else parts[0] if len(parts) == 1 else AllOf(parts, vocab.vocab_size)
+    constraint = None if not parts else parts[0] if len(parts) == 1 else intersect(*parts)
     stops = CodeStops(prefix, suffix, stop)
     stats = CompletionStats(prompt_tokens=len(prompt.ids) - bool(heal), fim_format=prompt.format,
                             truncated_context=prompt.truncated, healed=heal.decode("utf-8"))

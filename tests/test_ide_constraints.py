@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from guidewire.core.bitmask import allocate_token_bitmask, bitmask_to_ids
 from guidewire.grammar import compile_regex
-from guidewire.ide.compose import AllOf
+from guidewire.monitors import intersect
 from guidewire.ide.endtokens import EndTokens
 from guidewire.ide.fim import InfillError
 from guidewire.ide.gate import SuffixGate
@@ -115,10 +115,10 @@ def test_healable_tail():
     assert healable_tail(VOCAB, ids[1:], "ab") == b""             # never the whole prompt
 
 
-def test_all_of_is_the_intersection(grammar):
+def test_intersect_of_gate_and_healing(grammar):
     a = SuffixGate(grammar, "[", "];")
     b = TokenHealing(VOCAB, b"ab")
-    both = AllOf([a, b], VOCAB.vocab_size)
+    both = intersect(a, b)
     bm = allocate_token_bitmask(2, VOCAB.vocab_size)
     both.fill_bitmask(bm, 1)
     assert _ids(bm[1]) == _ids(a.current_mask()) & _ids(b.current_mask()) == {byte_id(b"a"),

@@ -53,6 +53,10 @@ def is_serve_line(line: str) -> bool:
     return line.startswith("guidewire serve")
 
 
+def is_lsp_line(line: str) -> bool:
+    return line.startswith("guidewire lsp")
+
+
 def cli_lines() -> list[str]:
     """Every ``guidewire ...`` command of the bash blocks (the tail of ``pip ... && guidewire ...``)."""
     out = []
@@ -83,8 +87,8 @@ def run_cli(line: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-#: monitors, search sampling, code search (+ the sandbox), IDE completion
-SEARCH_BLOCKS = 3
+#: monitors, IDE completion, search sampling, code search (+ the sandbox)
+SEARCH_BLOCKS = 4
 
 
 def test_readme_has_the_blocks_this_test_runs():
@@ -92,8 +96,10 @@ def test_readme_has_the_blocks_this_test_runs():
     assert len(py) == 7 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
-    assert len(lines) == 10 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
-    assert len(blocks("bash")) == 5  # set-up, tests, command line, serve, sql: exactly two set-up commands
+    assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
+    assert sum(map(is_lsp_line, lines)) == 1
+    # set-up, tests, command line, serve, sql, /infill, lsp: exactly two set-up commands
+    assert len(blocks("bash")) == 7 and sum("pip install" in b for b in blocks("bash")) == 2
 
 
 def test_python_blocks_without_model_run():
@@ -196,7 +202,7 @@ def test_model_cli_lines_run(one_thread):
     person = json.load(open(PERSON, encoding="utf-8"))
     ran = 0
     for line in cli_lines():
-        if is_fast_line(line) or is_serve_line(line):
+        if is_fast_line(line) or is_serve_line(line) or is_lsp_line(line):
             continue
         rc, out, err = run_cli(line)
         assert rc == 0, (line, err)
@@ -256,6 +262,12 @@ def test_search_blocks_run_with_the_model(one_thread, tmp_path, monkeypatch):
             if not mon.stats.abstentions:   # answered within its deadline: the name must exist
                 name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", res.text)
                 assert name and name.group() in dir(osp), res.text
+        elif "complete_code(" in code:
+            out = namespace["out"]
+            assert out.finish_reason in ("stop", "length") and out.stats.triggers >= 1
+            if not out.stats.abstentions:   # "... for f in os." + the completion: the name must exist
+                name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", out.text)
+                assert name and name.group() in dir(os), out.text
         elif "solve(" in code:
             run, res = namespace["run"], namespace["res"]
             assert run.passed == run.total == 2 and run.error is None
@@ -269,6 +281,39 @@ def test_search_blocks_run_with_the_model(one_thread, tmp_path, monkeypatch):
         else:
             pytest.fail("no check for this README block")
     assert ran == SEARCH_BLOCKS
+
+
+@pytest.mark.model
+def test_lsp_line_answers_an_inline_completion(tmp_path):
+    """README's ``guidewire lsp`` line, started as a process and driven over stdio by the tests'
+    own JSON-RPC client: a monitored completion after ``os.path.`` names a real attribute."""
+    import os.path as osp
+
+    from test_ide_lsp import LspClient
+
+    line = next(ln for ln in cli_lines() if is_lsp_line(ln))
+    client = LspClient(*shlex.split(line, comments=True)[2:])
+    try:
+        init = client.call("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                          "initializationOptions": {"latencyBudgetMs": 120000, "maxTokens": 6}})
+        assert "inlineCompletionProvider" in init["result"]["capabilities"], init
+        client.notify("initialized", {})
+        uri = (tmp_path / "paths.py").as_uri()
+        text = "import os\n\ndef config_path(name):\n    return os.path."
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": text}})
+        r = client.call("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": 3, "character": len("    return os.path.")},
+            "context": {"triggerKind": 1}})
+        assert "error" not in r, r
+        stats = client.call("guidewire/stats", None)["result"]
+        assert len(stats) == 1 and stats[0]["triggers"] >= 1, stats
+        items = r["result"]["items"]
+        if not stats[0]["abstentions"]:
+            name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", items[0]["insertText"])
+            assert name and name.group() in dir(osp), items
+    finally:
+        client.close()
 
 
 @pytest.mark.model

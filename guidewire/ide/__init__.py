@@ -7,7 +7,7 @@ the AND of constraints (:mod:`.compose`), code stop rules (:mod:`.stops`) and th
 from .._lazy import lazy_getattr
 
 _LAZY = {"build_fim_prompt": ".fim", "detect_fim_format": ".fim", "FimFormat": ".fim", "FimPrompt": ".fim",
-         "InfillError": ".fim", "SuffixGate": ".gate", "AllOf": ".compose", "CodeStops": ".stops"}
+         "InfillError": ".fim", "SuffixGate": ".gate", "CodeStops": ".stops"}
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

@@ -30,7 +30,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..code_completion import resolve_monitors
-from ..ide.compose import AllOf
+from ..monitors.compose import intersect
 from ..ide.endtokens import EndTokens
 from ..ide.fim import InfillError, build_fim_prompt
 from ..ide.healing import TokenHealing, healable_tail
@@ -162,7 +162,7 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
             parts.append(EndTokens(vocab.vocab_size, ends))
         if not parts:
             return None
-        return parts[0] if len(parts) == 1 else AllOf(parts, vocab.vocab_size)
+        return parts[0] if len(parts) == 1 else intersect(*parts)
 
     ids = fp.ids[:-1] if heal else fp.ids
     plan = Plan(ids, max_tokens, [sampling], (), make_constraint, "monitors" if names else "guided_grammar")
