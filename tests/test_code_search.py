@@ -20,7 +20,7 @@ from guidewire.search.baselines import greedy, sample_filter
 from guidewire.search.beams import beam_search
 from guidewire.search.code_search import CodeTask, Cursor, Rows, SearchContext, completion_text
 from guidewire.search.pgtd import Node, backup, p_ucb, pgtd, select_child
-from guidewire.search.solve import solve
+from guidewire.search.solver import solve
 
 VOCAB = tiny_vocab()
 LOW = -30.0

@@ -293,3 +293,29 @@ def test_output_check_enforces_the_documented_formats():
     accepted = [f for f, bad in FORMAT_COUNTEREXAMPLES.items() if checker.conforms(bad, f)]
     assert not accepted, f"the format checker accepts counterexamples of {accepted}"
     assert np.all([checker.conforms("2024-02-29", "date"), checker.conforms("/a~0b", "json-pointer")])
+
+
+def test_public_names_are_not_shadowed_by_submodules():
+    """Importing a package's submodules must not turn an exported function into a module (a lazy
+    name spelled like its own submodule, e.g. ``guidewire.search.solve``, is shadowed once the
+    submodule is imported)."""
+    import importlib
+    import pkgutil
+    import types
+
+    import guidewire
+
+    checked = 0
+    for info in pkgutil.walk_packages(guidewire.__path__, "guidewire."):
+        if not info.ispkg:
+            continue
+        pkg = importlib.import_module(info.name)
+        for sub in pkgutil.iter_modules(pkg.__path__):
+            if not sub.ispkg and not sub.name.startswith("__"):
+                importlib.import_module(f"{info.name}.{sub.name}")
+        for name in getattr(pkg, "__all__", ()):
+            obj = getattr(pkg, name)
+            if name[0].islower() and name != name.upper():
+                assert not isinstance(obj, types.ModuleType), f"{info.name}.{name} is a module"
+                checked += 1
+    assert checked >= 20

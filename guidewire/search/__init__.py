@@ -40,8 +40,8 @@ _NAMES = {
     "run_tests": ".sandbox",
     "TestRun": ".sandbox",
     "parse_public_tests": ".public_tests",
-    "solve": ".solve",
-    "CodeResult": ".solve",
+    "solve": ".solver",
+    "CodeResult": ".solver",
     "CodeTask": ".code_search",
     "learn_tau": ".adadec",
 }

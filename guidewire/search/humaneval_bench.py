@@ -40,7 +40,7 @@ def hidden_pass(problem: dict, program: str, timeout_s: float = 5.0) -> bool:
 def learn_half_tau(lm, problems: list[dict], half: int, n_refs: int, style: str) -> dict:
     """AdaDec's tau learned on the reference solutions of HumanEval half ``half`` (0 or 1)."""
     from .adadec import learn_tau
-    from .solve import CHAT_INSTRUCTION
+    from .solver import CHAT_INSTRUCTION
 
     ids = range(0, _HALF) if half == 0 else range(_HALF, len(problems))
     refs = []
@@ -62,7 +62,7 @@ def run(args) -> Path:
     """Run the benchmark; returns the output directory."""
     from ..runtime.registry import get_model
     from .public_tests import parse_public_tests
-    from .solve import solve
+    from .solver import solve
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
