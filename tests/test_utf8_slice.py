@@ -126,6 +126,7 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
     slice; the slice takes tokens on the chained lexers. On the broken ones it may still fire on
     states the breaking character cannot reach, so there only the agreement is asserted."""
     monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
     g = compile_lark(grammar, soup)
     g.dfa.build_all(limit=2000)
     fired = 0
@@ -136,6 +137,7 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
         monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 10**9)
         want_tables, _ = _readings(TableBuilder(g.dfa, soup), q)
         monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+        monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
         assert got == want_tables, q
         restarted = set()
         if table.restart_mask is not None:
@@ -163,6 +165,8 @@ def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar)
     import guidewire.grammar.compiled as compiled
 
     monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+
+    monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
     eager = compile_lark(grammar, soup)
     monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
     lazy = compile_lark(grammar, soup)

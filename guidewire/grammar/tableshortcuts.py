@@ -13,7 +13,7 @@ from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
 from .dfamirror import _ROW
-from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice
+from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice, utf8_tokens
 
 ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 
@@ -324,7 +324,8 @@ class InheritanceShortcuts:
         transition row as the candidates were taken (reused hubs' first bytes DEAD).
         Returns ``(cand, first, ptr)``.
         """
-        if cand.size < tuning.SLICE_MIN_TOKENS:
+        if cand.size < tuning.SLICE_MIN_TOKENS or \
+                np.count_nonzero(utf8_tokens(self.vocab).lead_bits.take(cand)) < tuning.SLICE_MIN_NON_ASCII:
             return cand, first, ptr
         own = self.dfa.trans[q]
         ascii_row = own[:128].astype(np.int64)
