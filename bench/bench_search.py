@@ -216,28 +216,48 @@ def part_task(args) -> dict:
 
 
 # -- reporting --------------------------------------------------------------------------------
-def first_below(curve: list, level: float) -> str:
-    """``passes (samples)`` at the first checkpoint from which KL stays <= ``level``, else "never"."""
+def first_below(curve: list, level: float) -> dict | None:
+    """The first checkpoint from which KL stays <= ``level`` (``None``: never)."""
     for i, pt in enumerate(curve):
         if all(c["kl"] <= level for c in curve[i:]):
-            return f"{pt['forward_passes']} ({pt['samples']})"
-    return "never"
+            return pt
+    return None
+
+
+def to_level(m: dict, method: str, level: float = 0.05) -> str:
+    """``passes (samples), ratio`` to GCD's passes after as many samples, or "never"."""
+    pt = first_below(m[method]["curve"], level)
+    if pt is None:
+        return "never"
+    gcd = {c["samples"]: c["forward_passes"] for c in m.get("gcd", {}).get("curve", [])}
+    g = gcd.get(pt["samples"])
+    ratio = f", {pt['forward_passes'] / g:.2f}x GCD" if g else ""
+    return f"{pt['forward_passes']} ({pt['samples']}){ratio}"
 
 
 def report(results: dict) -> str:
     lines = ["# Search bench (SmolLM2-135M, CPU)", ""]
     fin = results.get("finite", {})
     if fin:
-        lines += ["## KL(empirical || exact) after the last checkpoint, and forward passes to stay <= 0.05", "",
-                  "| grammar | texts | frontier/Z | " + " | ".join(METHODS) + " | GCD passes | ASAp to 0.05: passes (samples) | "
-                  "CARS to 0.05 | AWRS checks/token (V) |", "|---" * (7 + len(METHODS)) + "|"]
+        lines += ["## KL(empirical || exact) at each method's last checkpoint (samples), and forward passes to "
+                  "stay <= 0.05 (ratio to GCD's passes after as many samples)", "",
+                  "| grammar | texts | frontier/Z | " + " | ".join(METHODS) + " | ASAp to 0.05: passes (samples) | "
+                  "CARS to 0.05 | AWRS checks/token (V / that) |", "|---" * (6 + len(METHODS)) + "|"]
         for name, row in fin.items():
             m = row["methods"]
-            kls = " | ".join(f"{m[k]['curve'][-1]['kl']:.3f}" for k in METHODS)
-            gp = m["gcd"]["curve"][-1]["forward_passes"]
-            lines.append(f"| {name} | {row['texts']} | {row['frontier_over_z']:.1e} | {kls} | {gp} | "
-                         f"{first_below(m['asap']['curve'], 0.05)} | {first_below(m['cars']['curve'], 0.05)} | "
-                         f"{m['awrs']['checks_per_token']:.1f} ({m['awrs']['vocab_size']}) |")
+
+            def last(k):
+                if k not in m:
+                    return "-"
+                c = m[k]["curve"][-1]
+                return f"{c['kl']:.3f} ({c['samples']})"
+
+            aw = m.get("awrs")
+            awc = f"{aw['checks_per_token']:.1f} ({aw['vocab_size'] / aw['checks_per_token']:.0f}x)" if aw else "-"
+            lines.append(f"| {name} | {row['texts']} | {row['frontier_over_z']:.1e} | "
+                         + " | ".join(last(k) for k in METHODS)
+                         + f" | {to_level(m, 'asap') if 'asap' in m else '-'} | "
+                         f"{to_level(m, 'cars') if 'cars' in m else '-'} | {awc} |")
         lines.append("")
     task = results.get("task")
     if task:
@@ -265,6 +285,8 @@ def plot(results: dict, path: Path) -> str:
                               (1, "samples", "samples drawn")):
             ax = axes[r][j]
             for method in METHODS:
+                if method not in row["methods"]:
+                    continue
                 c = row["methods"][method]["curve"]
                 ax.plot([max(x[key], 1) for x in c], [max(x["kl"], 1e-4) for x in c], marker="o", ms=3,
                         label=method)
