@@ -1,18 +1,27 @@
 """AWRS (after Lipkin et al. 2025): adaptive weighted rejection sampling of one token.
 
 Instead of masking the whole vocabulary, tokens are checked lazily in the order of their
-Gumbel-perturbed log-probs (sampling without replacement from ``p``); the first allowed one is
-an exact draw from the locally masked distribution ``p(t) 1[t allowed] / Z`` with
-``Z = sum of p over allowed tokens``. Expected checks ~ 1 + (invalid mass ranked above it).
+Gumbel-perturbed log-probs, which is successive sampling without replacement from ``p`` (each
+next token drawn in proportion to ``p`` among those not yet drawn). The first allowed one is an
+exact draw from the locally masked distribution ``p(t) 1[t allowed] / Z`` with ``Z`` the sum of
+``p`` over the allowed tokens. Expected checks ~ 1 + (invalid tokens ranked above it).
 
-The weight is an unbiased estimate of ``Z`` from a second, independent stage: with ``R`` the
-tokens the first stage rejected (known invalid), ``Z = (1 - p(R)) * s`` where ``s`` is the
-chance that a draw from ``p`` restricted to the rest is allowed; ``s`` is estimated by the
-negative-binomial estimator ``(r - 1) / (N - 1)`` (``N`` draws with replacement until ``r``
-allowed ones), which is unbiased for ``r >= 2``. Checks are memoised, so repeated draws of a
-token cost nothing. Given the first stage, the estimate is unbiased and independent of the
-token drawn, so ``E[Zhat * f(t)] = sum over allowed t of p(t) f(t)``: the product of the
-estimates along a sequence is a proper importance weight for the target.
+The weight is an unbiased estimate of ``Z`` from the *same* ordering, continued (Des Raj's
+ordered estimator for sampling without replacement, stopped). Write ``x_1, x_2, ...`` for the
+tokens in Gumbel order, ``F_j`` for what is known after checking ``x_1..x_j``, ``K_j`` for the
+allowed mass among them and ``M_j`` for the mass of the tokens not yet drawn. Given ``F_j``, the
+next token is drawn with probability ``p(x) / M_j`` from the undrawn ones, so
+``D_{j+1} = K_j + 1[x_{j+1} allowed] * M_j`` has ``E[D_{j+1} | F_j] = K_j + (Z - K_j) = Z``. Let
+``S`` be any stopping time (here: the ``successes``-th allowed token is found, or
+``max_checks`` tokens have been checked after the first allowed one, or nothing is left); ``S``
+is decided from ``F_S`` alone, so the estimate ``Zhat = D_{S+1}`` (one more token checked;
+``K_S`` exactly when ``M_S = 0``) satisfies ``E[Zhat | F_S] = Z``. The token drawn ``t`` is known
+in ``F_S`` (it is the first allowed token, found at or before ``S``), hence
+``E[Zhat f(t)] = E[f(t) E[Zhat | F_S]] = Z E[f(t)] = sum over allowed t of p(t) f(t)``: the
+pair is properly weighted, and the product of the steps' estimates along a sequence is a proper
+importance weight for the target. Every token is checked at most once (no replacement), and
+the estimate is exact (``Zhat = Z``) as soon as every allowed token has been found, e.g. when
+only one token (an EOS) is allowed.
 """
 
 from __future__ import annotations
@@ -22,87 +31,78 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import SearchBudgetExceeded
 from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
 _FIRST_CHUNK = 16
-MAX_DRAWS = 10_000_000
+MAX_CHECKS = 16
 
 
 def awrs_step(pb: Problem, matcher, lp: np.ndarray, depth: int, *, successes: int = 2,
+              max_checks: int = MAX_CHECKS,
               accept: Callable[[int], bool] | None = None) -> tuple[int | None, float]:
     """``(token, log Zhat)`` for one step after ``depth`` tokens; ``(None, -inf)`` when no token
-    is allowed (the estimate is then exactly zero). ``accept``, when given, is a further test a
-    token must pass after the grammar's (e.g. a potential that must stay non-zero); it is part
-    of "allowed" for the sample and the estimate."""
+    is allowed (the estimate is then exactly zero). After the first allowed token the Gumbel
+    order goes on until ``successes`` allowed tokens are found or ``max_checks`` more tokens are
+    checked, then one more is checked for the estimate (see the module docstring). ``accept``,
+    when given, is a further test a token must pass after the grammar's (e.g. a potential that
+    must stay non-zero); it is part of "allowed" for the sample and the estimate."""
+    if successes < 1 or max_checks < 0:
+        raise ValueError(f"successes must be >= 1 and max_checks >= 0, got {successes}, {max_checks}")
     p = np.exp(lp.astype(np.float64))
     pool = pb.length_pool(depth)
     if pool is not None:
         p = np.where(pool, p, 0.0)
-    memo: dict[int, bool] = {}
-
-    def ok(t: int) -> bool:
-        v = memo.get(t)
-        if v is None:
-            v = memo[t] = pb.check(matcher, t, depth) and (accept is None or bool(accept(t)))
-        return v
-
-    # stage 1: Gumbel order, first allowed token
     keys = np.where(p > 0, lp.astype(np.float64) + pb.rng.gumbel(size=p.size), -np.inf)
+    order = _gumbel_order(keys.copy())
     token = None
-    rejected_mass = 0.0
-    k = _FIRST_CHUNK
-    start = 0
-    order = None
-    while token is None:
-        if order is None or start >= order.size:
-            remaining = int(np.isfinite(keys).sum())
-            if remaining == 0:
-                return None, float("-inf")
-            k = min(max(k, 1), remaining)
-            top = np.argpartition(-keys, k - 1)[:k] if k < keys.size else np.arange(keys.size)
-            order = top[np.argsort(-keys[top], kind="stable")]
-            order = order[np.isfinite(keys[order])]
-            start = 0
-            k *= 4
-        t = int(order[start])
-        start += 1
-        keys[t] = -np.inf
-        if ok(t):
-            token = t
-        else:
-            rejected_mass += p[t]
-    # stage 2: negative-binomial estimate of the allowed share of the remaining pool
-    rest = p.copy()
-    for t, good in memo.items():
-        if not good:
-            rest[t] = 0.0
-    cdf = np.cumsum(rest)
-    total = cdf[-1]
-    hits = 0
-    draws = 0
-    chunk = 64
-    while hits < successes:
-        if draws > MAX_DRAWS:
-            raise SearchBudgetExceeded(f"AWRS weight estimate needed more than {MAX_DRAWS} draws "
-                                       "(allowed mass below ~1e-7)")
-        idx = np.minimum(np.searchsorted(cdf, pb.rng.random(chunk) * total, side="right"), p.size - 1)
-        uniq, inv = np.unique(idx, return_inverse=True)
-        good = np.array([ok(int(t)) for t in uniq], dtype=bool)[inv]
-        csum = np.cumsum(good)
-        if csum[-1] + hits >= successes:
-            draws += int(np.searchsorted(csum, successes - hits)) + 1
-            hits = successes
-        else:
-            hits += int(csum[-1])
-            draws += chunk
-            chunk = min(chunk * 4, 1 << 16)
-    zhat = total * (successes - 1) / (draws - 1)
+    found_mass = 0.0                       # K: allowed mass among the checked tokens
+    found = 0
+    after = 0                              # checks after the first allowed token
+    nxt = None
+    for t in order:
+        if found >= successes or (token is not None and after >= max_checks):
+            nxt = t                        # the stopping time S has passed: x_{S+1}
+            break
+        good = _allowed(pb, matcher, t, depth, accept)
+        keys[t] = -np.inf                  # drawn: no longer part of M
+        if token is not None:
+            after += 1
+        if good:
+            found += 1
+            found_mass += p[t]
+            if token is None:
+                token = t
+    if token is None:
+        return None, float("-inf")
+    if nxt is None:                        # every token drawn: K is Z
+        return token, math.log(found_mass)
+    rest = float(p[np.isfinite(keys)].sum())          # M_S, including x_{S+1}
+    zhat = found_mass + (rest if _allowed(pb, matcher, nxt, depth, accept) else 0.0)
     return token, math.log(zhat)
 
 
-def awrs_sequence(pb: Problem, *, successes: int = 2) -> tuple[list[int], float]:
+def _allowed(pb: Problem, matcher, t: int, depth: int, accept) -> bool:
+    return pb.check(matcher, t, depth) and (accept is None or bool(accept(t)))
+
+
+def _gumbel_order(keys: np.ndarray):
+    """Token ids with finite keys in decreasing key order, sorted lazily in growing chunks
+    (``keys`` must not change while the generator runs)."""
+    remaining = int(np.isfinite(keys).sum())
+    done = 0
+    k = _FIRST_CHUNK
+    while done < remaining:
+        k = min(k, remaining)
+        top = np.argpartition(-keys, k - 1)[:k] if k < keys.size else np.arange(keys.size)
+        top = top[np.argsort(-keys[top], kind="stable")]
+        for t in top[done:]:
+            yield int(t)
+        done = k
+        k *= 4
+
+
+def awrs_sequence(pb: Problem, *, successes: int = 2, max_checks: int = MAX_CHECKS) -> tuple[list[int], float]:
     """One AWRS sequence and its log weight (the sum of the steps' ``log Zhat``; ``-inf`` when it
     ran into a dead end, which then ends it)."""
     m = pb.grammar.matcher()
@@ -110,7 +110,7 @@ def awrs_sequence(pb: Problem, *, successes: int = 2) -> tuple[list[int], float]
     log_w = 0.0
     while True:
         lp = pb.logprobs(toks)
-        t, lz = awrs_step(pb, m, lp, len(toks), successes=successes)
+        t, lz = awrs_step(pb, m, lp, len(toks), successes=successes, max_checks=max_checks)
         if t is None:
             return toks, float("-inf")
         log_w += lz
@@ -122,12 +122,13 @@ def awrs_sequence(pb: Problem, *, successes: int = 2) -> tuple[list[int], float]
         toks.append(t)
 
 
-def run_awrs(pb: Problem, n: int, *, successes: int = 2) -> tuple[list[list[int]], np.ndarray]:
+def run_awrs(pb: Problem, n: int, *, successes: int = 2,
+             max_checks: int = MAX_CHECKS) -> tuple[list[list[int]], np.ndarray]:
     """``n`` independent AWRS sequences and their (unnormalised) log weights."""
     seqs, logw = [], []
     for _ in range(n):
         pb.new_proposal(n)
-        toks, lw = awrs_sequence(pb, successes=successes)
+        toks, lw = awrs_sequence(pb, successes=successes, max_checks=max_checks)
         seqs.append(toks)
         logw.append(lw)
         if np.isfinite(lw):

@@ -24,8 +24,8 @@ _OPTIONS = {
     "gcd": {"max_proposals"},
     "asap": {"max_proposals"},
     "cars": {"max_proposals"},
-    "awrs": {"successes"},
-    "smc": {"potential", "potential_every", "potential_in_check", "ess_threshold", "successes"},
+    "awrs": {"successes", "max_checks"},
+    "smc": {"potential", "potential_every", "potential_in_check", "ess_threshold", "successes", "max_checks"},
 }
 
 

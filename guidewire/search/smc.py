@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from .awrs import awrs_step
+from .awrs import MAX_CHECKS, awrs_step
 from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 from .sampleset import log_mean_exp
@@ -63,7 +63,7 @@ def ess(log_w: np.ndarray) -> float:
 
 def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = None,
             potential_every: int = 1, ess_threshold: float = 0.5, potential_in_check: bool = False,
-            successes: int = 2) -> tuple[list[list[int]], np.ndarray, float]:
+            successes: int = 2, max_checks: int = MAX_CHECKS) -> tuple[list[list[int]], np.ndarray, float]:
     """Particles, their unnormalised log weights and the log normaliser estimate.
 
     ``potential_in_check``: also test ``potential(text + token) > 0`` inside each AWRS token
@@ -89,7 +89,7 @@ def run_smc(pb: Problem, n: int, *, potential: Callable[[str], float] | None = N
             if potential_in_check:
                 accept = _nonzero_after(pb, potential, q.tokens)
             t, lz = awrs_step(pb, q.matcher, pb.logprobs(q.tokens), len(q.tokens), successes=successes,
-                              accept=accept)
+                              max_checks=max_checks, accept=accept)
             if t is None:
                 q.log_w, q.done = float("-inf"), True
                 continue
