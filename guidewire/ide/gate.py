@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.bitmask import fill_row
 from .fim import InfillError
+from ..monitors.base import validate_on_fork
 
 MEMO_ENTRIES = 4096
 
@@ -124,13 +125,7 @@ class SuffixGate:
 
     def validate(self, tokens: Sequence[int]) -> int:
         """Length of the longest accepted prefix of ``tokens``; no state change."""
-        f = self.fork()
-        n = 0
-        for t in tokens:
-            if not f.advance(t):
-                break
-            n += 1
-        return n
+        return validate_on_fork(self, tokens)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` tokens."""

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.bitmask import fill_row, ids_to_bitmask
+from ..monitors.base import validate_on_fork
 
 
 def healable_tail(vocab, prompt_ids: Sequence[int], prefix: str) -> bytes:
@@ -93,13 +94,7 @@ class TokenHealing:
 
     def validate(self, tokens: Sequence[int]) -> int:
         """Length of the longest accepted prefix of ``tokens``; no state change."""
-        f = self.fork()
-        n = 0
-        for t in tokens:
-            if not f.advance(t):
-                break
-            n += 1
-        return n
+        return validate_on_fork(self, tokens)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` tokens."""

@@ -43,6 +43,16 @@ class Abstention:
     detail: str = ""
 
 
+def validate_on_fork(constraint, tokens: Sequence[int]) -> int:
+    """Length of the longest prefix of ``tokens`` that ``constraint`` accepts, found by advancing
+    a fork (so the constraint itself is not changed)."""
+    f = constraint.fork()
+    for i, t in enumerate(tokens):
+        if not f.advance(int(t)):
+            return i
+    return len(tokens)
+
+
 @dataclass
 class MonitorStats:
     """What a monitor did: ``triggers`` (analyses started), ``abstentions`` (each with its
@@ -270,11 +280,7 @@ class Monitor(ABC):
 
     def validate(self, tokens: Sequence[int]) -> int:
         """Length of the longest accepted prefix of ``tokens``; the state is not changed."""
-        f = self.fork()
-        for i, t in enumerate(tokens):
-            if not f.advance(int(t)):
-                return i
-        return len(tokens)
+        return validate_on_fork(self, tokens)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` advanced tokens."""

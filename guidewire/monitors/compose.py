@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.bitmask import fill_row
-from .base import Monitor, MonitorStats
+from .base import Monitor, MonitorStats, validate_on_fork
 
 
 def _row_of(c, words: int) -> np.ndarray:
@@ -84,11 +84,7 @@ class Intersection:
 
     def validate(self, tokens: Sequence[int]) -> int:
         """Length of the longest prefix every part accepts; the state is not changed."""
-        f = self.fork()
-        for i, t in enumerate(tokens):
-            if not f.advance(int(t)):
-                return i
-        return len(tokens)
+        return validate_on_fork(self, tokens)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` tokens in every part."""
@@ -215,11 +211,7 @@ class Gated:
 
     def validate(self, tokens: Sequence[int]) -> int:
         """Length of the longest accepted prefix of ``tokens``; the state is not changed."""
-        f = self.fork()
-        for i, t in enumerate(tokens):
-            if not f.advance(int(t)):
-                return i
-        return len(tokens)
+        return validate_on_fork(self, tokens)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` tokens."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import SearchError
-from .prefix_trie import PrefixTrie
+from .prefix_trie import PrefixTrie, collect
 from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
@@ -58,17 +57,5 @@ def asap_sequence(pb: Problem, trie: PrefixTrie) -> list[int] | None:
 
 def run_asap(pb: Problem, trie: PrefixTrie, n: int, *, max_proposals: int | None = None) -> list[list[int]]:
     """``n`` ASAp samples, updating ``trie`` (dead prefixes found on the way are retried)."""
-    out: list[list[int]] = []
     limit = max_proposals if max_proposals is not None else 100 * n + 100
-    while len(out) < n:
-        if trie.root.efg <= 0.0:
-            raise SearchError(f"no sequence of at most {pb.max_tokens} tokens satisfies the constraint "
-                              "with non-zero probability")
-        pb.new_proposal(limit)
-        seq = asap_sequence(pb, trie)
-        if seq is None:
-            pb.stats.rejected += 1
-        else:
-            pb.stats.accepted += 1
-            out.append(seq)
-    return out
+    return collect(pb, trie, n, limit, asap_sequence)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import SearchError
-from .prefix_trie import PrefixTrie
+from .prefix_trie import PrefixTrie, collect
 from ..runtime.errors import ConstraintViolationError
 from .problem import Problem
 
@@ -66,17 +65,5 @@ def _learn(pb: Problem, trie: PrefixTrie, node, matcher, p: np.ndarray, depth: i
 
 def run_cars(pb: Problem, trie: PrefixTrie, n: int, *, max_proposals: int | None = None) -> list[list[int]]:
     """``n`` exact samples by adaptive rejection (up to ``max_proposals`` proposals)."""
-    out: list[list[int]] = []
     limit = max_proposals if max_proposals is not None else 1000 * n + 1000
-    while len(out) < n:
-        if trie.root.efg <= 0.0:
-            raise SearchError(f"no sequence of at most {pb.max_tokens} tokens satisfies the constraint "
-                              "with non-zero probability")
-        pb.new_proposal(limit)
-        seq = cars_proposal(pb, trie)
-        if seq is None:
-            pb.stats.rejected += 1
-        else:
-            pb.stats.accepted += 1
-            out.append(seq)
-    return out
+    return collect(pb, trie, n, limit, cars_proposal)
