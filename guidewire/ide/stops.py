@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..runtime.streaming import held_stop_prefix
+
 _BLANK_LINE = re.compile(r"\n[ \t\f\r]*\n")
 _LINE_START = re.compile(r"\n([ \t]*)(?=[^ \t\r\n\f])")
 
@@ -59,13 +61,7 @@ class CodeStops:
     def settled(self, text: str) -> int:
         """How much of ``text`` no later text can cut (what a stream may emit now)."""
         if self.stops is not None:
-            keep = 0
-            for s in self.stops:
-                for k in range(min(len(s) - 1, len(text)), keep, -1):
-                    if text.endswith(s[:k]):
-                        keep = k
-                        break
-            return len(text) - keep
+            return len(text) - held_stop_prefix(text, self.stops)
         # the rules cut only at a newline, decided by the first non-blank character after it
         nl = text.rfind("\n")
         if nl >= 0 and not text[nl + 1:].strip(" \t\r\f"):

@@ -33,3 +33,16 @@ class TextDeltaDecoder:
 def decode_text(vocab, token_ids: Iterable[int]) -> str:
     """The text of ``token_ids`` (raw token bytes decoded as UTF-8 with replacement)."""
     return vocab.decode(list(token_ids)).decode("utf-8", errors="replace")
+
+
+def held_stop_prefix(text: str, stops) -> int:
+    """Length of the longest tail of ``text`` that is a proper prefix of one of ``stops``: the text
+    a stream must hold back because a later delta could complete a stop string there."""
+    keep = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), keep, -1):
+            if text.endswith(s[:k]):
+                keep = k
+                break
+    return keep
+

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..runtime.streaming import held_stop_prefix
+
 
 class StopStrings:
     """Feed text deltas; get the text safe to emit and whether a stop string was hit.
@@ -30,12 +32,7 @@ class StopStrings:
             self.stopped = True
             self._held = ""
             return text[:cut]
-        keep = 0
-        for s in self.stops:
-            for k in range(min(len(s) - 1, len(text)), keep, -1):
-                if text.endswith(s[:k]):
-                    keep = k
-                    break
+        keep = held_stop_prefix(text, self.stops)
         self._held = text[len(text) - keep:] if keep else ""
         return text[:len(text) - keep]
 
