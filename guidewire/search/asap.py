@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .prefix_trie import PrefixTrie, collect
+from .prefix_trie import PrefixTrie
 from ..runtime.errors import ConstraintViolationError
-from .problem import Problem
+from .problem import Problem, collect_samples
 
 
 def _weights(pb: Problem, trie: PrefixTrie, node, matcher, toks: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -58,4 +58,4 @@ def asap_sequence(pb: Problem, trie: PrefixTrie) -> list[int] | None:
 def run_asap(pb: Problem, trie: PrefixTrie, n: int, *, max_proposals: int | None = None) -> list[list[int]]:
     """``n`` ASAp samples, updating ``trie`` (dead prefixes found on the way are retried)."""
     limit = max_proposals if max_proposals is not None else 100 * n + 100
-    return collect(pb, trie, n, limit, asap_sequence)
+    return collect_samples(pb, n, limit, lambda q: asap_sequence(q, trie), empty=lambda: trie.root.efg <= 0.0)

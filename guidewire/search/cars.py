@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .prefix_trie import PrefixTrie, collect
+from .prefix_trie import PrefixTrie
 from ..runtime.errors import ConstraintViolationError
-from .problem import Problem
+from .problem import Problem, collect_samples
 
 
 def cars_proposal(pb: Problem, trie: PrefixTrie) -> list[int] | None:
@@ -66,4 +66,4 @@ def _learn(pb: Problem, trie: PrefixTrie, node, matcher, p: np.ndarray, depth: i
 def run_cars(pb: Problem, trie: PrefixTrie, n: int, *, max_proposals: int | None = None) -> list[list[int]]:
     """``n`` exact samples by adaptive rejection (up to ``max_proposals`` proposals)."""
     limit = max_proposals if max_proposals is not None else 1000 * n + 1000
-    return collect(pb, trie, n, limit, cars_proposal)
+    return collect_samples(pb, n, limit, lambda q: cars_proposal(q, trie), empty=lambda: trie.root.efg <= 0.0)

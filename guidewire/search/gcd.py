@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.errors import ConstraintViolationError
-from .problem import Problem
+from .problem import Problem, collect_samples
 
 
 def gcd_sequence(pb: Problem) -> list[int] | None:
@@ -42,15 +42,6 @@ def gcd_sequence(pb: Problem) -> list[int] | None:
 
 def run_gcd(pb: Problem, n: int, *, max_proposals: int | None = None) -> list[list[int]]:
     """``n`` GCD samples (dead ends are retried, up to ``max_proposals``)."""
-    out: list[list[int]] = []
     limit = max_proposals if max_proposals is not None else 100 * n + 100
-    while len(out) < n:
-        pb.new_proposal(limit)
-        seq = gcd_sequence(pb)
-        if seq is None:
-            pb.stats.rejected += 1
-        else:
-            pb.stats.accepted += 1
-            out.append(seq)
-    return out
+    return collect_samples(pb, n, limit, gcd_sequence)
 

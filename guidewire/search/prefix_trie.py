@@ -135,22 +135,3 @@ class PrefixTrie:
                 nodes[parent].child_p[int(tok)] = float(p)
             nodes.append(node)
         return trie
-
-
-def collect(pb, trie: PrefixTrie, n: int, limit: int, propose) -> list[list[int]]:
-    """``n`` accepted sequences from ``propose(pb, trie)`` (``None`` = rejected), each proposal
-    counted against ``limit`` by ``pb.new_proposal``; a trie whose root holds no valid mass raises."""
-    out: list[list[int]] = []
-    while len(out) < n:
-        if trie.root.efg <= 0.0:
-            raise SearchError(f"no sequence of at most {pb.max_tokens} tokens satisfies the constraint "
-                              "with non-zero probability")
-        pb.new_proposal(limit)
-        seq = propose(pb, trie)
-        if seq is None:
-            pb.stats.rejected += 1
-        else:
-            pb.stats.accepted += 1
-            out.append(seq)
-    return out
-

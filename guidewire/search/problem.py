@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..core.bitmask import bitmask_to_bool
-from .errors import SearchBudgetExceeded
+from .errors import SearchBudgetExceeded, SearchError
 from .sampleset import SearchStats
 from .target import Target
 
@@ -133,3 +133,22 @@ def _raise_matcher_error(matcher) -> None:
     exc = getattr(matcher, "exception", None)
     if exc is not None:
         raise exc
+
+
+def collect_samples(pb: Problem, n: int, limit: int, propose, *, empty=None) -> list[list[int]]:
+    """``n`` accepted sequences from ``propose(pb)`` (``None`` = a rejected proposal), each proposal
+    counted against ``limit`` by ``pb.new_proposal``; ``empty()`` true (no valid mass left) raises."""
+    out: list[list[int]] = []
+    while len(out) < n:
+        if empty is not None and empty():
+            raise SearchError(f"no sequence of at most {pb.max_tokens} tokens satisfies the constraint "
+                              "with non-zero probability")
+        pb.new_proposal(limit)
+        seq = propose(pb)
+        if seq is None:
+            pb.stats.rejected += 1
+        else:
+            pb.stats.accepted += 1
+            out.append(seq)
+    return out
+
