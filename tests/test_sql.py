@@ -20,7 +20,7 @@ from guidewire.grammar import compile_lark
 from guidewire.sql import DatabaseError, EmptySchemaError, UnsafeQueryError, read_schema
 from guidewire.sql.check import analyze
 from guidewire.sql.coverage import gold_coverage, walk_query
-from guidewire.sql.execute import run_query
+from guidewire.sql.execute import compile_error, run_query
 from guidewire.sql.grammar import schema_grammar
 from guidewire.sql.pipeline import Candidate, choose, extract_sql
 from guidewire.sql.prompt import build_prompt
@@ -283,6 +283,46 @@ def test_sandbox_timeout_row_cap_and_errors(odd_db):
     assert run_query(odd_db, "SELECT nme FROM customer").error == "no such column: nme"
     with pytest.raises(ValueError):
         run_query(odd_db, "SELECT 1", max_rows=0)
+
+
+COMPILE_CASES = [
+    "SELECT name FROM customer",
+    "SELECT cid FROM customer JOIN purchase",                           # ambiguous column
+    "SELECT name FROM customer WHERE count(*) > 1",                     # aggregate in WHERE
+    "SELECT purchase.* FROM customer",                                  # qualified star, table not in FROM
+    "SELECT name FROM customer WHERE cid IN (SELECT cid, qty FROM purchase)",   # two columns in IN
+    "SELECT name FROM customer UNION SELECT cid, qty FROM purchase",    # compound arity
+    "SELECT avg(qty) FROM purchase GROUP BY count(*)",
+    "SELECT nme FROM customer",
+    'SELECT "unit price" FROM "order" WHERE "名前" LIKE \'%ご\'',
+    "SELECT T1.name FROM customer AS T1 JOIN purchase AS T2 ON T1.cid = T2.cid GROUP BY T1.cid HAVING sum(T2.qty) > 3",
+]
+
+
+def test_compile_error_agrees_with_running_the_query_and_runs_nothing(odd_db):
+    """The database's compile check (EXPLAIN) fails exactly where running the query on a plain
+    connection fails (the oracle), with the same message; a query whose run would time out
+    compiles within the timeout, so it was not run; the file is never written."""
+    before = _fingerprint(odd_db)
+    conn = sqlite3.connect(str(odd_db))
+    failing = 0
+    for q in COMPILE_CASES:
+        try:
+            conn.execute(q).fetchall()
+            want = None
+        except sqlite3.Error as exc:
+            want = str(exc)
+            failing += 1
+        assert compile_error(odd_db, q) == want, q
+        assert compile_error(f"sqlite:///{odd_db}", q) == want, q
+    conn.close()
+    assert failing == 7
+    slow = "SELECT count(*) FROM " + ", ".join(f"purchase p{i}" for i in range(21))
+    assert run_query(odd_db, slow, timeout_s=0.2).error.startswith("statement timeout")
+    assert compile_error(odd_db, slow, timeout_s=0.2) is None
+    with pytest.raises(UnsafeQueryError):
+        compile_error(odd_db, "DELETE FROM customer")
+    assert _fingerprint(odd_db) == before
 
 
 def test_sqlalchemy_url_reads_schema_and_runs(odd_db):

@@ -163,3 +163,28 @@ def test_generation_stops_at_the_statement_semicolon(tmp_path, smollm2):
     c.rollback(1)
     assert not c.is_terminated() and f.is_terminated()
     assert c.advance(enc[b" "]) and not c.is_terminated()  # whitespace before ';' is fine
+
+
+def test_generation_stops_at_a_blank_line_after_a_complete_statement(tmp_path, smollm2):
+    """A blank line ends a complete statement (a model ends SQL in prose so), not an incomplete one;
+    blank lines split over tokens count, fork/rollback keep them."""
+    from guidewire.grammar import compile_lark
+    from guidewire.sql.grammar import schema_grammar
+    from guidewire.sql.statement_end import StatementEnd
+
+    db = make_db(tmp_path / "odd.sqlite")
+    g = compile_lark(schema_grammar(read_schema(db)), smollm2)
+    enc = {t: i for i, t in enumerate(smollm2.token_bytes)}
+    assert b"\n\n" in enc and b"\n" in enc
+    c = StatementEnd(g.matcher(), smollm2)
+    for piece in [b"SELECT", b" name", b"\n\n"]:  # incomplete: a blank line is only whitespace
+        assert c.advance(enc[piece]) and not c.is_terminated()
+    for piece in [b"FROM", b" customer", b" WHERE", b" name", b" =", b" '", b"a"]:
+        assert c.advance(enc[piece]) and not c.is_terminated(), piece
+    assert c.advance(enc[b"'"]) and c.is_accepting() and not c.is_terminated()
+    assert c.advance(enc[b"\n"]) and not c.is_terminated()
+    f = c.fork()
+    assert c.advance(enc[b"\n"]) and c.is_terminated()  # the blank line, over two tokens
+    c.rollback(1)
+    assert not c.is_terminated() and not f.is_terminated()
+    assert f.advance(enc[b"\n\n"]) and f.is_terminated()

@@ -75,14 +75,9 @@ def run_question(item, sessions, data, filled, args) -> dict:
         s = sessions[(db_id, _SESSION_MODE[mode])]
         ids = s.prompt_ids(q)
         cands = [s.evaluate(s._single(ids, 0.0, None))]
-        if mode == "schema":
-            greedy = cands
-            for attempt in range(args.retries):
-                if cands[-1].check.ok:
-                    break
-                cands.append(s.evaluate(s._single(ids, args.sample_temperature, args.seed + 1000 + attempt)))
-            if not any(c.check.ok for c in cands):  # as text_to_sql: the single-table grammar's greedy query
-                cands.append(s.evaluate(s._single(ids, 0.0, None, grammar=s.strict_grammar())))
+        if mode == "schema":  # as text_to_sql: resamples, then the single-table grammar
+            greedy = s.repair(ids, cands, retries=args.retries, fallback_tries=args.retries + 1,
+                              sample_temperature=args.sample_temperature, seed=args.seed)
         final = next((c for c in cands if c.check.ok), cands[-1]) if mode == "schema" else cands[0]
         entry = {"tokens": sum(c.tokens for c in cands), "seconds": sum(c.seconds for c in cands),
                  "tries": len(cands), "finish": final.finish}

@@ -19,7 +19,11 @@ _WRITE_NODES = ("Insert", "Update", "Delete", "Create", "Drop", "Alter", "Comman
 
 @dataclass
 class QueryCheck:
-    """Outcome of :func:`analyze`: ``parsed``, ``read_only`` and the reference problems found."""
+    """Outcome of :func:`analyze`: ``parsed``, ``read_only`` and the reference problems found.
+
+    ``compile_error`` is set by a caller that also asked the database to compile the query
+    (:func:`guidewire.sql.execute.compile_error`): the database's message, or ``None``.
+    """
 
     sql: str
     parsed: bool = False
@@ -27,6 +31,7 @@ class QueryCheck:
     parse_error: str | None = None
     unknown: list[str] = field(default_factory=list)
     scoping: list[str] = field(default_factory=list)
+    compile_error: str | None = None
 
     @property
     def real_references(self) -> bool:
@@ -35,8 +40,9 @@ class QueryCheck:
 
     @property
     def ok(self) -> bool:
-        """Parsed, read-only, every name real and in scope."""
-        return self.parsed and self.read_only and not self.unknown and not self.scoping
+        """Parsed, read-only, every name real and in scope, and (where asked) compiled by the database."""
+        return (self.parsed and self.read_only and not self.unknown and not self.scoping
+                and self.compile_error is None)
 
     def problem(self) -> str | None:
         """A one-line description of the first problem, or ``None``."""
@@ -48,6 +54,8 @@ class QueryCheck:
             return "unknown " + ", ".join(self.unknown)
         if self.scoping:
             return self.scoping[0]
+        if self.compile_error is not None:
+            return f"the database cannot compile it: {self.compile_error}"
         return None
 
 

@@ -5,6 +5,10 @@ action but reading and functions, a deadline enforced by the progress handler an
 SQLAlchemy URLs: a ``READ ONLY`` transaction (PostgreSQL, MySQL), a statement timeout where the
 dialect has one, always rolled back. Before either, sqlglot must read the text as one read-only
 ``SELECT`` (:func:`guidewire.sql.check.is_read_only`).
+
+:func:`compile_error` asks the database to compile a query without running it (``EXPLAIN``, under
+the same read-only guards): the database's own name resolution, aggregate rules and column counts
+of compound selects and ``IN`` subqueries, a semantic check with no rows read.
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ def _run_sqlite(path, sql: str, timeout_s: float, max_rows: int) -> Execution:
         conn.close()
 
 
+def _explain_sql(sql: str) -> str:
+    return "EXPLAIN " + sql.strip().rstrip(";")
+
+
 def _run_sqlalchemy(url: str, sql: str, timeout_s: float, max_rows: int) -> Execution:
     import sqlalchemy
 
@@ -99,6 +107,25 @@ def _run_sqlalchemy(url: str, sql: str, timeout_s: float, max_rows: int) -> Exec
         return Execution(None, msg[0] if msg else type(exc).__name__, False, time.monotonic() - t0)
     finally:
         engine.dispose()
+
+
+def compile_error(database, sql: str, *, dialect: str = "sqlite", timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """The database's message if it cannot compile ``sql``, ``None`` if it can; nothing is executed.
+
+    ``sql`` must pass :func:`require_select` first (else :class:`UnsafeQueryError`). The database
+    compiles ``EXPLAIN <sql>``, which resolves every name and checks the statement's shape but reads
+    no rows of the tables (SQLite lists the program, PostgreSQL/MySQL the plan), on the same
+    read-only connection :func:`run_query` uses.
+    """
+    if timeout_s <= 0:
+        raise ValueError("timeout_s must be > 0")
+    require_select(sql, dialect)
+    explain = _explain_sql(sql)
+    if is_url(str(database)):
+        ex = _run_sqlalchemy(str(database), explain, timeout_s, 10_000)
+    else:
+        ex = _run_sqlite(database, explain, timeout_s, 100_000)
+    return ex.error
 
 
 def run_query(database, sql: str, *, dialect: str = "sqlite", timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -3,8 +3,8 @@
 :class:`SQLSession` binds one database and one model: it reads the live schema, compiles the
 schema-aware grammar (or uses the built-in generic ``sql`` grammar, or none), builds the prompt,
 generates candidates (one greedy run, or a lockstep batch of samples), checks each with sqlglot
-(:mod:`.check`) and runs the good ones read-only (:mod:`.execute`). :func:`text_to_sql` is the
-front door.
+(:mod:`.check`) and with the database's own compiler (``EXPLAIN``, nothing runs), resamples those
+that fail, and runs the good ones read-only (:mod:`.execute`). :func:`text_to_sql` is the front door.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .check import QueryCheck, analyze
-from .execute import DEFAULT_TIMEOUT_S, Execution, run_query
+from .execute import DEFAULT_TIMEOUT_S, Execution, compile_error, run_query
 from .grammar import schema_grammar
 from .prompt import build_prompt
 from .schema import Schema, connect_sqlite_readonly, is_url, quote_identifier, read_schema
@@ -239,12 +239,40 @@ class SQLSession:
         return [first] + self._batch(ids, n - 1, t, rest_seed if rest_seed is not None else 0)
 
     def evaluate(self, candidate: Candidate, *, execute: bool = True) -> Candidate:
-        """Check ``candidate`` with sqlglot and, if it passes and ``execute``, run it read-only."""
+        """Check ``candidate`` with sqlglot, then have the database compile it (nothing runs); if
+        both pass and ``execute``, run it read-only."""
         candidate.check = analyze(candidate.sql, self.schema)
+        if candidate.check.ok:
+            candidate.check.compile_error = compile_error(self.database, candidate.sql, dialect=self.dialect,
+                                                          timeout_s=self.timeout_s)
         if execute and candidate.check.ok:
             candidate.execution = run_query(self.database, candidate.sql, dialect=self.dialect,
                                             timeout_s=self.timeout_s, max_rows=self.max_rows)
         return candidate
+
+    def repair(self, ids: list[int], cands: list[Candidate], *, retries: int, fallback_tries: int,
+               sample_temperature: float = 0.8, seed: int | None = None, execute: bool = True) -> list[Candidate]:
+        """Append candidates to ``cands`` until one passes the checks (:meth:`evaluate`).
+
+        First up to ``retries`` samples at ``sample_temperature`` under the session's grammar; then,
+        in schema mode, up to ``fallback_tries`` under the single-table grammar (its greedy query,
+        then samples), whose columns are in scope by construction.
+        """
+        base = seed or 0
+        for attempt in range(retries):
+            if any(c.check.ok for c in cands):
+                return cands
+            cands.append(self.evaluate(self._single(ids, sample_temperature, base + 1000 + attempt), execute=execute))
+        if self.mode != "schema":
+            return cands
+        strict = None
+        for attempt in range(fallback_tries):
+            if any(c.check.ok for c in cands):
+                break
+            strict = strict or self.strict_grammar()
+            temperature, s = (0.0, seed) if attempt == 0 else (sample_temperature, base + 2000 + attempt)
+            cands.append(self.evaluate(self._single(ids, temperature, s, grammar=strict), execute=execute))
+        return cands
 
 
 def _result_key(rows) -> tuple:
@@ -281,9 +309,11 @@ def text_to_sql(question: str, database, *, model=None, candidates: int = 1, tem
     """Answer ``question`` with one ``SELECT`` over ``database`` (a SQLite path or a SQLAlchemy URL).
 
     The query is generated under the grammar built from the live schema, so every table and
-    column it names exists. With ``candidates=1`` a query failing sqlglot's scoping check is
-    resampled up to ``retries`` times; when none passes, one more is generated under the
-    single-table grammar, whose columns are in scope by construction; with ``candidates=K`` K queries are generated (the first at
+    column it names exists. Every query is checked by sqlglot (names in scope) and compiled by the
+    database (``EXPLAIN``: nothing runs). With ``candidates=1`` a query failing the checks is
+    resampled up to ``retries`` times; when none passes, up to ``retries + 1`` more are generated
+    under the single-table grammar, whose columns are in scope by construction; with
+    ``candidates=K`` K queries are generated (the first at
     ``temperature``, the rest sampled in one batch), each that passes the check is run read-only,
     and ``policy`` (``first`` or ``vote``) picks the answer. ``execute=False`` only generates and checks.
     Raises :class:`~guidewire.sql.errors.DatabaseError` / :class:`~guidewire.sql.errors.EmptySchemaError`
@@ -303,18 +333,8 @@ def answer(session: SQLSession, question: str, *, candidates: int = 1, temperatu
         raise ValueError("retries must be >= 0")
     cands = [session.evaluate(c, execute=execute) for c in session.candidates(
         question, candidates, temperature=temperature, seed=seed, sample_temperature=sample_temperature)]
-    if candidates == 1:
-        ids = None
-        for attempt in range(retries):
-            if cands[-1].check.ok:
-                break
-            ids = ids or session.prompt_ids(question)
-            s = (seed or 0) + 1000 + attempt
-            cands.append(session.evaluate(session._single(ids, sample_temperature, s), execute=execute))
-    if session.mode == "schema" and not any(c.check.ok for c in cands):
-        # last resort: single-table queries only, whose columns are in scope by construction
-        strict = session._single(session.prompt_ids(question), 0.0, seed, grammar=session.strict_grammar())
-        cands.append(session.evaluate(strict, execute=execute))
+    session.repair(session.prompt_ids(question), cands, retries=retries if candidates == 1 else 0,
+                   fallback_tries=retries + 1, sample_temperature=sample_temperature, seed=seed, execute=execute)
     chosen = choose(cands, policy) if execute else next((c for c in cands if c.check.ok), cands[0])
     ex = chosen.execution
     if ex is not None:
