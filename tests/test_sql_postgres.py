@@ -19,7 +19,7 @@ from guidewire.grammar import compile_lark
 from guidewire.sql import UnsafeQueryError, read_schema
 from guidewire.sql.check import analyze
 from guidewire.sql.coverage import walk_query
-from guidewire.sql.execute import _run_sqlalchemy, run_query
+from guidewire.sql.execute import _run_sqlalchemy, compile_error, run_query
 from guidewire.sql.grammar import schema_grammar
 
 DDL = """
@@ -110,4 +110,11 @@ def test_postgres_schema_grammar_and_read_only_runs(pg_url, smollm2):
     assert res.error is not None and "read-only" in res.error
     slow = _run_sqlalchemy(pg_url, "SELECT pg_sleep(3)", 0.3, 10)
     assert slow.error is not None and "timeout" in slow.error
+    # the server's own compile check (EXPLAIN plans, runs nothing): pg_sleep(3) passes under a 0.3 s timeout
+    assert compile_error(pg_url, "SELECT pg_sleep(3)", dialect="postgres", timeout_s=0.3) is None
+    assert compile_error(pg_url, q, dialect="postgres") is None
+    for bad in ["SELECT nme FROM customer", "SELECT cid FROM customer JOIN purchase ON customer.cid = purchase.cid",
+                "SELECT name FROM customer WHERE count(*) > 1", "SELECT name FROM customer GROUP BY cid HAVING City = 'x'"]:
+        want = run_query(pg_url, bad, dialect="postgres").error
+        assert want is not None and compile_error(pg_url, bad, dialect="postgres") == want, bad
     assert _count(pg_url) == 2
