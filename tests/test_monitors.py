@@ -93,6 +93,40 @@ def test_dot_trigger(text, want):
     assert dot_trigger(text.encode()) == want
 
 
+# f-strings: a replacement field is code, the literal text and the format spec are not.
+# (line, closing): ``x = line + "real" + closing`` is valid Python.
+FSTRING_DOTS = [
+    ('f"{os.', '}"'), ('rf"{os.', '}"'), ("Fr'{os.", "}'"), ('f"""{os.', '}"""'), ('f"{x}{os.', '}"'),
+    ('f"{a!r} {os.', '}"'), ("f\"{d['k'].", '}"'), ('f"{g(a, b).', '}"'), ("f\"{'a' if x else b.", '}"'),
+    ('f"{x:>{w.', '}}"'), ('f"{x}" + os.', ''), ('f"{x:>10}" + os.', ''), ('f"{(lambda: y)().', '}"'),
+    ('f"os.', '"'), ('f"{{os.', '"'), ('f"{{}}{{os.', '"'), ('f"{x!r}os.', '"'), ('f"{x:>{w}}os.', '"'),
+    ('"{os.', '"'), ("b'{os.", "'"), ("1 if'{os.", "' else 2"), ("f\"{'{os.", "'}\""), ('f"{x:%H.', '}"'),
+    ('f"a\\"{os.', '}"'), ("f'''{x}\" os.", "'''"),
+]
+
+
+def _attribute_parsed(line: str, closing: str) -> tuple[str, bool]:
+    import ast
+
+    text = "x = " + line
+    tree = ast.parse(text + "real" + closing)
+    return text, any(isinstance(n, ast.Attribute) and n.attr == "real" for n in ast.walk(tree))
+
+
+@pytest.mark.parametrize("line,closing", FSTRING_DOTS)
+def test_dot_trigger_inside_f_string_fields(line, closing):
+    """Oracle: ast. The trigger fires exactly where the dot, completed with a name and closed,
+    parses as an attribute access (code, or an f-string's replacement field), not as text."""
+    text, code = _attribute_parsed(line, closing)
+    assert (dot_trigger(text.encode()) is not None) == code, line
+    assert (dot_trigger((text + "re").encode()) == (len(text) - 1, b"re")) == code, line
+
+
+def test_dot_trigger_cases_cover_both_outcomes():
+    codes = [_attribute_parsed(line, closing)[1] for line, closing in FSTRING_DOTS]
+    assert sum(codes) == 14 and len(codes) - sum(codes) == 11
+
+
 # -- the dereference monitor against dir() and jedi --------------------------------------------------
 def test_dereference_allows_exactly_real_attributes(smollm2, smol_tokenizer, jedi_backend):
     m = DereferenceMonitor(smollm2, OD_PREFIX, backend=jedi_backend, deadline_s=30)

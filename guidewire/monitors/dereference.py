@@ -2,7 +2,7 @@
 
 Trigger: the buffer ends with ``.`` right after an identifier that does not start with a digit
 (so not ``1.``) or after a closing bracket or quote, outside a comment and outside a string
-opened on the same line; a buffer that ends inside such an attribute name (``os.pa``) triggers
+opened on the same line (an f-string's replacement field is code: ``f"{self.`` triggers); a buffer that ends inside such an attribute name (``os.pa``) triggers
 with that partial name. The back end lists the attributes at the dot; while active, a token is
 allowed iff it extends the partial name towards a listed one, or completes a listed name and
 continues with a break character (any byte that cannot be in an identifier), after which the
@@ -37,29 +37,73 @@ class _Names:
         return f"<{len(self.names)} names>"
 
 
+_PREFIX_LETTERS = b"rRbBuUfF"
+
+
+def _string_prefix(line: bytes, quote_at: int) -> bytes:
+    """The letters right before a quote at ``quote_at`` when they form a string prefix (``rf``...)."""
+    j = quote_at
+    while j > 0 and line[j - 1] in _PREFIX_LETTERS and quote_at - j < 2:
+        j -= 1
+    if j > 0 and (chr(line[j - 1]).isalnum() or line[j - 1] in b"_" or line[j - 1] >= 0x80):
+        return b""  # the end of a longer name (``elif"`` is no prefix)
+    return line[j:quote_at]
+
+
 def _line_open(line: bytes) -> bool:
-    """Whether the end of ``line`` is inside a comment or a string opened on that line."""
-    quote = None
+    """Whether the end of ``line`` is not code: inside a comment, or inside a string opened on
+    that line (text or an f-string's format spec). An f-string's replacement field is code
+    (``f"{os.`` ends in code), with its own brackets and nested strings of the other quotes."""
+    stack: list = [("code",)]
     i = 0
     while i < len(line):
-        c = line[i]
-        if quote is not None:
+        top, c = stack[-1], line[i]
+        kind = top[0]
+        if kind == "str":
+            quote, is_f = top[1], top[2]
             if c == 0x5C:  # backslash escapes the next byte
                 i += 2
                 continue
             if line.startswith(quote, i):
+                stack.pop()
                 i += len(quote)
-                quote = None
                 continue
-        elif c == 0x23:  # '#'
+            if is_f and c in (0x7B, 0x7D):  # { }
+                if line[i + 1:i + 2] == bytes([c]):
+                    i += 2  # {{ and }} are literal braces
+                    continue
+                if c == 0x7B:
+                    stack.append(("field", 0))
+            i += 1
+            continue
+        if kind == "spec":  # a format spec: text, where { opens a nested field and } ends the field
+            if c == 0x7B:
+                stack.append(("field", 0))
+            elif c == 0x7D:
+                stack.pop()
+            i += 1
+            continue
+        # code: the line's own, or a replacement field's
+        if c == 0x23:  # '#'
             return True
-        elif c in (0x22, 0x27):
+        if c in (0x22, 0x27):
             q = bytes([c])
             quote = q * 3 if line.startswith(q * 3, i) else q
+            stack.append(("str", quote, b"f" in _string_prefix(line, i).lower()))
             i += len(quote)
             continue
+        if kind == "field":
+            depth = top[1]
+            if c in b"([{":
+                stack[-1] = ("field", depth + 1)
+            elif c in b")]}" and depth > 0:
+                stack[-1] = ("field", depth - 1)
+            elif c == 0x7D:  # the field ends
+                stack.pop()
+            elif depth == 0 and (c == 0x3A or (c == 0x21 and line[i + 1:i + 2] != b"=")):
+                stack[-1] = ("spec",)  # ':' format spec or '!' conversion: text up to the closing }
         i += 1
-    return quote is not None
+    return stack[-1][0] not in ("code", "field")
 
 
 def dot_trigger(buf: bytes) -> tuple[int, bytes] | None:
