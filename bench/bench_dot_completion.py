@@ -161,8 +161,9 @@ def summarize(rows: list[dict], args) -> dict:
     }
 
 
-def rerun_timeouts(args) -> int:
-    """Rerun the monitored arm where the first run's analysis timed out (see ``--rerun-timeouts``)."""
+def rerun_timeouts(args, which: str = "timeouts") -> int:
+    """Rerun the monitored arm where the first run's analysis timed out (``--rerun-timeouts``) or
+    where the monitor never triggered (``--rerun-untriggered``: after a trigger-rule change)."""
     from guidewire.monitors import create_monitor
     from guidewire.runtime.registry import get_model
 
@@ -172,11 +173,12 @@ def rerun_timeouts(args) -> int:
         names = {(p["file"], p["dot"]): set(p["names"]) for p in map(json.loads, f)}
     lm = get_model(args.model)
     stdlib = sysconfig.get_paths()["stdlib"]
-    out_path = os.path.join(args.out, f"rows_rerun_{args.deadline:g}s.jsonl")
+    tag = f"{args.deadline:g}s" if which == "timeouts" else f"untriggered_{args.deadline:g}s"
+    out_path = os.path.join(args.out, f"rows_rerun_{tag}.jsonl")
     redone = []
     with open(out_path, "w") as rf:
         for r in rows:
-            if "timeout" not in r["abstentions"]:
+            if (which == "timeouts" and "timeout" not in r["abstentions"]) or (which == "untriggered" and r["triggers"]):
                 continue
             path = os.path.join(stdlib, r["file"])
             with open(path, encoding="utf-8") as f:
@@ -194,7 +196,7 @@ def rerun_timeouts(args) -> int:
             rf.write(json.dumps(r) + "\n")
             rf.flush()
     summary = summarize(redone, args) if redone else {"points": 0}
-    with open(os.path.join(args.out, f"summary_rerun_{args.deadline:g}s.json"), "w") as f:
+    with open(os.path.join(args.out, f"summary_rerun_{tag}.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary, indent=2))
     return 0
@@ -216,9 +218,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rerun-timeouts", action="store_true",
                     help="rerun only the monitored arm of the points of rows.jsonl whose analysis timed "
                          "out, with --deadline; writes rows_rerun_<deadline>.jsonl and its summary")
+    ap.add_argument("--rerun-untriggered", action="store_true",
+                    help="rerun only the monitored arm of the points of rows.jsonl where the monitor never "
+                         "triggered; writes rows_rerun_untriggered_<deadline>.jsonl and its summary")
     args = ap.parse_args(argv)
-    if args.rerun_timeouts:
-        return rerun_timeouts(args)
+    if args.rerun_timeouts or args.rerun_untriggered:
+        return rerun_timeouts(args, "timeouts" if args.rerun_timeouts else "untriggered")
     if args.summarize:
         with open(os.path.join(args.out, "rows.jsonl")) as f:
             rows = [json.loads(x) for x in f]
