@@ -156,11 +156,13 @@ class EarleyAutomaton:
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
         self.accepting: list[bool] = []
-        self.waiting: list[dict[int, list[Item]]] = []   # core items waiting per nonterminal, advanced over it
+        # per set, dicts of tuples (not lists): tuples of ints, and dicts holding only those, are
+        # untracked by the cyclic GC, whose full collections otherwise walk every set built
+        self.waiting: list[dict[int, tuple[Item, ...]]] = []   # core items waiting per nonterminal, advanced over it
         self._index: dict[tuple[Item, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
-        self.core_by_terminal: list[dict[int, list[Item]]] = []    # core items waiting per terminal
+        self.core_by_terminal: list[dict[int, tuple[Item, ...]]] = []    # core items waiting per terminal
         self._advances: dict[tuple[int, int], tuple[Item, ...]] = {}  # (set, lhs) -> advanced items
         self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
@@ -302,17 +304,17 @@ class EarleyAutomaton:
         self.predictions.append(pred)
         self.expected.append(expected)
         self.accepting.append(accepting)
-        self.waiting.append(waiting)
-        self.core_by_terminal.append(by_terminal)
+        self.waiting.append({k: tuple(v) for k, v in waiting.items()})
+        self.core_by_terminal.append({k: tuple(v) for k, v in by_terminal.items()})
         return sid
 
     def _advanced(self, o: int, lhs: int) -> tuple[Item, ...]:
         """The items of set ``o`` waiting for ``lhs``, advanced over it (origins resolved to ``o``)."""
-        out = self.waiting[o].get(lhs, [])
+        out = self.waiting[o].get(lhs, ())
         pred = self.predictions[o].waiting.get(lhs)
         if pred:
-            out = out + [(r, d, o) for r, d in pred]
-        return tuple(out)
+            out = out + tuple((r, d, o) for r, d in pred)
+        return out
 
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
         """The set after reading a lexeme whose readings are ``terms``; -1 if none fits.

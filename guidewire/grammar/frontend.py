@@ -95,6 +95,7 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
         lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
                                   lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family))
     dfa = ByteDFA(nfa, lex_terms, fragments=placed)
+    nfa.freeze()   # frozen after compile (and untracked by the cyclic GC)
     for tid in range(n_terms):
         if tid not in empty and not terminals[tid].virtual and not _has_path(dfa, lex_terms[tid]):
             empty.add(tid)

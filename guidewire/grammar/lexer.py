@@ -87,7 +87,7 @@ class ByteDFA:
         self.row_done = np.zeros(64, dtype=bool)
         self._target_cache: dict[tuple[int, ...], int] = {}   # sorted NFA target tuple -> DFA state
         self._edge_table: tuple[np.ndarray, ...] | None = None
-        self._eps_closure: dict[int, frozenset[int]] = {}      # NFA state -> its epsilon closure
+        self._eps_closure: dict[int, tuple[int, ...]] = {}     # NFA state -> its epsilon closure (a tuple: untracked by the GC)
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
@@ -105,7 +105,7 @@ class ByteDFA:
         for s in seeds:
             c = memo.get(s)
             if c is None:
-                c = memo[s] = self._closure_dfs(s)
+                c = memo[s] = tuple(self._closure_dfs(s))
             parts.append(c)
         return frozenset().union(*parts)
 

@@ -60,6 +60,14 @@ class NFA:
             raise LimitExceededError(
                 f"automaton exceeds {self.max_states} NFA states (a very long pattern or large repeat count)")
 
+    def freeze(self) -> None:
+        """Make the automaton read-only: its per-state lists become tuples, which the cyclic
+        garbage collector stops tracking (a grammar's NFA has tens of thousands of states, and
+        each tracked list lengthens every full collection: the pauses were most of the worst
+        mask times). Adding states or edges afterwards raises ``AttributeError``."""
+        self.eps = tuple(tuple(e) for e in self.eps)
+        self.edges = tuple(tuple(e) for e in self.edges)
+
     def truncate(self, size: int) -> None:
         """Forget every state from ``size`` on (a build that failed and added edges only from
         states it created itself)."""
