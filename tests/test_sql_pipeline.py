@@ -188,3 +188,29 @@ def test_generation_stops_at_a_blank_line_after_a_complete_statement(tmp_path, s
     c.rollback(1)
     assert not c.is_terminated() and not f.is_terminated()
     assert f.advance(enc[b"\n\n"]) and f.is_terminated()
+
+
+def test_queries_the_database_cannot_compile_are_resampled_then_reported(tmp_path):
+    """A grammar sentence that sqlglot accepts but SQLite cannot compile (an aggregate in WHERE)
+    is never run: each try gets the database's own message (oracle: a plain sqlite3 connection),
+    the pipeline resamples (retries), then tries the single-table grammar (retries + 1), and the
+    result names the problem; a query that compiles is answered on the first try."""
+    db = make_db(tmp_path / "odd.sqlite")
+    before = _digest(db)
+    bad = b"SELECT name FROM customer WHERE count(*) > 1"
+    conn = sqlite3.connect(str(db))
+    with pytest.raises(sqlite3.OperationalError) as oracle:
+        conn.execute(bad.decode())
+    conn.close()
+    assert analyze(bad.decode(), read_schema(db)).ok  # sqlglot alone lets it through
+    res = text_to_sql("Who?", db, model=FakeLM(bad), retries=2, seed=0, max_tokens=64, sample_temperature=0.05)
+    assert len(res.candidates) == 1 + 2 + 3
+    assert [c.sql for c in res.candidates] == [bad.decode()] * 6
+    for c in res.candidates:
+        assert c.check.compile_error == str(oracle.value) and not c.check.ok and c.execution is None
+        assert c.outcome == "rejected"
+    assert res.rows is None and "cannot compile" in res.error and str(oracle.value) in res.error
+    good = text_to_sql("Who?", db, model=FakeLM(TARGETS[0]), retries=2, seed=0, max_tokens=64,
+                       sample_temperature=0.05)
+    assert len(good.candidates) == 1 and good.error is None and good.rows == [("Bob",)]
+    assert _digest(db) == before
