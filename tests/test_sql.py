@@ -400,8 +400,14 @@ def test_strict_grammar_has_only_single_table_queries(odd_db, smollm2):
           'SELECT count(*) FROM "order" WHERE "group" = \'a\'']
     bad = ["SELECT T1.name FROM customer AS T1 JOIN purchase AS T2 ON T1.cid = T2.cid",
            "SELECT name FROM customer, purchase", "SELECT name FROM (SELECT name FROM customer)",
-           "SELECT qty FROM customer"]
+           "SELECT qty FROM customer",
+           # the full grammar allows these for correlated subqueries; at the top level they fail
+           "SELECT purchase.qty FROM customer", "SELECT name FROM customer ORDER BY purchase.qty",
+           "SELECT T2.name FROM customer AS T1"]
+    full = compile_lark(schema_grammar(s), smollm2)
     for q in ok:
         assert _sqlite_ok(odd_db, q) and walk_query(g, q) == -1 and analyze(q, s).ok, q
     for q in bad:
         assert walk_query(g, q) != -1, q
+    for q in bad[-3:]:
+        assert walk_query(full, q) == -1 and not _sqlite_ok(odd_db, q), q

@@ -81,6 +81,19 @@ order_{i}: "ORDER"i "BY"i oterm_{i} ("," oterm_{i})*
 oterm_{i}: expr_{i} ["ASC"i | "DESC"i]
 """
 
+#: The fallback's single-table query: no aliases and no other table's columns (not even a
+#: correlated subquery's outer name), so every column is in scope by construction.
+_SINGLE_STRICT = r"""
+sq_{i}: sc_{i} [order_{i}] [limit_clause]
+sc_{i}: "SELECT"i [set_quantifier] rcol_{i} ("," rcol_{i})* "FROM"i t{i} [where_{i}] [group_{i}]
+rcol_{i}: "*" | t{i} "." "*" | expr_{i}
+colref_{i}: c{i} | t{i} "." c{i}
+where_{i}: "WHERE"i expr_{i}
+group_{i}: "GROUP"i "BY"i expr_{i} ("," expr_{i})* ["HAVING"i expr_{i}]
+order_{i}: "ORDER"i "BY"i oterm_{i} ("," oterm_{i})*
+oterm_{i}: expr_{i} ["ASC"i | "DESC"i]
+"""
+
 _EXPR = r"""
 ?expr{s}: or_expr{s}
 ?or_expr{s}: and_expr{s} | or_expr{s} "OR"i and_expr{s}
@@ -152,8 +165,9 @@ def schema_grammar(schema: Schema, *, scoped: bool = True, joins: bool = True) -
     ``alias.column`` column must be one of that table's, enforced by one variant of the query rules
     per table; ``other_table.column`` stays allowed there (a correlated subquery names its outer
     table so). Queries with joins, and those outer names, are scoped by the check after generation.
-    ``joins=False`` (with ``scoped``) leaves only single-table queries, every column in scope by
-    construction: the pipeline's fallback when no generated query passes the scoping check.
+    ``joins=False`` (with ``scoped``) leaves only single-table queries without aliases or other
+    tables' columns (so no correlated subqueries), every column in scope by construction: the
+    pipeline's fallback when no generated query passes the checks.
     """
     if not schema.tables:
         raise ValueError("a schema grammar needs at least one table")
@@ -163,8 +177,9 @@ def schema_grammar(schema: Schema, *, scoped: bool = True, joins: bool = True) -
         parts = [head, _CLAUSES, _EXPR.format(s="", col="column_ref")]
         parts.append(_rule("single_query", [f"sq_{i}" for i in range(len(schema.tables))]))
         parts.append(_rule("single_core", [f"sc_{i}" for i in range(len(schema.tables))]))
+        single = _SINGLE if joins else _SINGLE_STRICT
         for i in range(len(schema.tables)):
-            parts.append(_SINGLE.format(i=i))
+            parts.append(single.format(i=i))
             parts.append(_EXPR.format(s=f"_{i}", col=f"colref_{i}"))
     else:
         parts = [_CORE, _CLAUSES, _EXPR.format(s="", col="column_ref")]
