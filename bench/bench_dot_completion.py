@@ -161,7 +161,7 @@ def summarize(rows: list[dict], args) -> dict:
     }
 
 
-def rerun_timeouts(args, which: str = "timeouts") -> int:
+def rerun_monitored(args, which: str) -> int:
     """Rerun the monitored arm where the first run's analysis timed out (``--rerun-timeouts``) or
     where the monitor never triggered (``--rerun-untriggered``: after a trigger-rule change)."""
     from guidewire.monitors import create_monitor
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
                          "triggered; writes rows_rerun_untriggered_<deadline>.jsonl and its summary")
     args = ap.parse_args(argv)
     if args.rerun_timeouts or args.rerun_untriggered:
-        return rerun_timeouts(args, "timeouts" if args.rerun_timeouts else "untriggered")
+        return rerun_monitored(args, "timeouts" if args.rerun_timeouts else "untriggered")
     if args.summarize:
         with open(os.path.join(args.out, "rows.jsonl")) as f:
             rows = [json.loads(x) for x in f]

@@ -68,31 +68,23 @@ multi_from: "FROM"i table_ref (join_op table_ref [join_constraint])+
 _JOIN_QUERY = 'query: select_core (compound_op select_core)+ [order_by] [limit_clause]\n     | multi_core [order_by] [limit_clause]\n     | single_query'
 _SINGLE_ONLY_QUERY = 'query: single_core (compound_op single_core)+ [order_by] [limit_clause]\n     | single_query'
 
-#: One table's single-table query; ``{i}`` is the table's index.
+#: One table's single-table query; ``{i}`` is the table's index. ``{alias}``, ``{alias_prefix}`` and
+#: ``{outer}`` are :data:`_WITH_ALIASES` in the full grammar and empty in the fallback, whose
+#: single-table queries have no aliases and no other table's columns (not even a correlated
+#: subquery's outer name), so every column is in scope by construction.
 _SINGLE = r"""
 sq_{i}: sc_{i} [order_{i}] [limit_clause]
-sc_{i}: "SELECT"i [set_quantifier] rcol_{i} ("," rcol_{i})* "FROM"i t{i} [["AS"i] ALIAS] [where_{i}] [group_{i}]
+sc_{i}: "SELECT"i [set_quantifier] rcol_{i} ("," rcol_{i})* "FROM"i t{i}{alias} [where_{i}] [group_{i}]
 rcol_{i}: "*" | prefix_{i} "." "*" | expr_{i}
-prefix_{i}: t{i} | ALIAS
-colref_{i}: c{i} | prefix_{i} "." c{i} | outer_ref
+prefix_{i}: t{i}{alias_prefix}
+colref_{i}: c{i} | prefix_{i} "." c{i}{outer}
 where_{i}: "WHERE"i expr_{i}
 group_{i}: "GROUP"i "BY"i expr_{i} ("," expr_{i})* ["HAVING"i expr_{i}]
 order_{i}: "ORDER"i "BY"i oterm_{i} ("," oterm_{i})*
 oterm_{i}: expr_{i} ["ASC"i | "DESC"i]
 """
-
-#: The fallback's single-table query: no aliases and no other table's columns (not even a
-#: correlated subquery's outer name), so every column is in scope by construction.
-_SINGLE_STRICT = r"""
-sq_{i}: sc_{i} [order_{i}] [limit_clause]
-sc_{i}: "SELECT"i [set_quantifier] rcol_{i} ("," rcol_{i})* "FROM"i t{i} [where_{i}] [group_{i}]
-rcol_{i}: "*" | t{i} "." "*" | expr_{i}
-colref_{i}: c{i} | t{i} "." c{i}
-where_{i}: "WHERE"i expr_{i}
-group_{i}: "GROUP"i "BY"i expr_{i} ("," expr_{i})* ["HAVING"i expr_{i}]
-order_{i}: "ORDER"i "BY"i oterm_{i} ("," oterm_{i})*
-oterm_{i}: expr_{i} ["ASC"i | "DESC"i]
-"""
+_WITH_ALIASES = {"alias": ' [["AS"i] ALIAS]', "alias_prefix": " | ALIAS", "outer": " | outer_ref"}
+_STRICT = {"alias": "", "alias_prefix": "", "outer": ""}
 
 _EXPR = r"""
 ?expr{s}: or_expr{s}
@@ -177,9 +169,9 @@ def schema_grammar(schema: Schema, *, scoped: bool = True, joins: bool = True) -
         parts = [head, _CLAUSES, _EXPR.format(s="", col="column_ref")]
         parts.append(_rule("single_query", [f"sq_{i}" for i in range(len(schema.tables))]))
         parts.append(_rule("single_core", [f"sc_{i}" for i in range(len(schema.tables))]))
-        single = _SINGLE if joins else _SINGLE_STRICT
+        variant = _WITH_ALIASES if joins else _STRICT
         for i in range(len(schema.tables)):
-            parts.append(single.format(i=i))
+            parts.append(_SINGLE.format(i=i, **variant))
             parts.append(_EXPR.format(s=f"_{i}", col=f"colref_{i}"))
     else:
         parts = [_CORE, _CLAUSES, _EXPR.format(s="", col="column_ref")]

@@ -14,7 +14,8 @@ from typing import Sequence
 
 
 class StatementEnd:
-    """A ``Constraint`` that is ``matcher`` plus "terminated after the closing ``;``"."""
+    """A ``Constraint`` that is ``matcher`` plus "terminated after the closing ``;`` or a blank
+    line that follows a complete statement"."""
 
     def __init__(self, matcher, vocab, _last: list[tuple[bytes, int]] | None = None):
         self.matcher = matcher
