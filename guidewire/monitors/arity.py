@@ -55,12 +55,15 @@ class ArityMonitor(Monitor):
     def _dormant(self, state) -> bool:
         return state[0] != "active"
 
-    def _resolve(self, state, buf):
+    def _query_for(self, state, buf):
         paren = state[1]
         code = buf[:paren + 1].decode("utf-8", errors="replace")
         line, col = cursor(code)
-        sig = self._analyse("signature", paren, lambda d: self.backend.signature(
-            code + self.suffix, line, col, path=self.path, deadline_s=d))
+        return "signature", paren, lambda d: self.backend.signature(
+            code + self.suffix, line, col, path=self.path, deadline_s=d)
+
+    def _resolve(self, state, buf):
+        sig = self._analyse(*self._query_for(state, buf))
         if sig is None:
             return _DORMANT
         return ("active", ArgSpec.from_signature(sig), START, sig)

@@ -8,6 +8,14 @@ with the answer until a break character, when it is dormant again. When the anal
 answer (timeout, error, nothing found) the monitor *abstains* for that trigger: it stays
 dormant, and the abstention and its reason are recorded in :attr:`Monitor.stats`.
 
+The analysis of a trigger starts when the trigger fires (when the token that completes ``expr.``
+is advanced, or at once for a prefix that ends in one), on a thread, so it runs while the model
+computes the next logits (decoding loops ask for the mask after the model call while
+:attr:`Monitor.analysis_in_flight`); ``deadline_s`` bounds how long the mask then *waits* for it
+(an analysis running ahead is itself bounded by ``AHEAD_S``). ``stats.analysis_s`` records what
+each analysis took, ``stats.wait_s`` what decoding waited for it. Forks never start analyses
+ahead (they are speculative); they ask when their mask is needed.
+
 Subclasses define the states (immutable values), how bytes move them (``_step``), their masks
 (``_row``), and the analysis a pending trigger needs (``_resolve``).
 """
@@ -15,6 +23,7 @@ Subclasses define the states (immutable values), how bytes move them (``_step``)
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -58,12 +67,15 @@ class MonitorStats:
     """What a monitor did: ``triggers`` (analyses started), ``abstentions`` (each with its
     reason), ``analysis_s`` (wall seconds of every analysis, answered or not), ``masked_steps``
     (masks computed while active), ``late_answers`` (timed-out triggers whose answer arrived while
-    the name was still being written, so its remaining tokens were masked). Forks of one monitor
-    share one record."""
+    the name was still being written, so its remaining tokens were masked), ``wait_s`` (per
+    trigger, how long the mask waited for the analysis: less than ``analysis_s`` when it was
+    started ahead, at the trigger, and ran while the model did). Forks of one monitor share one
+    record."""
 
     triggers: int = 0
     abstentions: list[Abstention] = field(default_factory=list)
     analysis_s: list[float] = field(default_factory=list)
+    wait_s: list[float] = field(default_factory=list)
     masked_steps: int = 0
     late_answers: int = 0
 
@@ -81,6 +93,7 @@ class _Shared:
     def __init__(self):
         self.stats = MonitorStats()
         self.analysis: OrderedDict = OrderedDict()
+        self.inflight: dict = {}  # key -> _Prefetch, oldest first
 
     def cached(self, key):
         hit = self.analysis.get(key, _MISS)
@@ -95,6 +108,36 @@ class _Shared:
 
 
 _MISS = object()
+AHEAD_S = 5.0  # the bound of an analysis started ahead at its trigger
+_INFLIGHT = 8  # analyses started ahead and not consumed (a rolled-back trigger's is dropped)
+
+
+class _Prefetch:
+    """One analysis running ahead on a thread: ``query(deadline_s)``'s value or error, and its
+    wall time from the start."""
+
+    def __init__(self, query, deadline_s: float):
+        self.t0 = time.perf_counter()
+        self.deadline_s = deadline_s
+        self.done = threading.Event()
+        self.value = self.error = None
+        self.elapsed = 0.0
+        self.started = time.monotonic()
+        threading.Thread(target=self._run, args=(query,), name="guidewire-monitor-prefetch",
+                         daemon=True).start()
+
+    def _run(self, query) -> None:
+        try:
+            self.value = query(self.deadline_s)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the monitor that consumes it
+            self.error = exc
+        finally:
+            self.elapsed = time.perf_counter() - self.t0
+            self.done.set()
+
+    def age(self) -> float:
+        """Seconds since the analysis started."""
+        return time.monotonic() - self.started
 
 
 class Monitor(ABC):
@@ -108,7 +151,7 @@ class Monitor(ABC):
     name = "monitor"
 
     def __init__(self, vocab: Vocab, prefix: str, *, suffix: str = "", path: str | None = None,
-                 backend: Backend, deadline_s: float = 0.5):
+                 backend: Backend, deadline_s: float = 0.5, prefetch: bool = True):
         if not isinstance(prefix, str) or not isinstance(suffix, str):
             raise TypeError(f"prefix and suffix must be str, got {type(prefix).__name__} and "
                             f"{type(suffix).__name__}")
@@ -123,7 +166,9 @@ class Monitor(ABC):
         self._buf = bytearray(prefix.encode("utf-8"))
         self._hist: list[tuple[int, object]] = []
         self._rows: OrderedDict = OrderedDict()
+        self._prefetching = bool(prefetch)
         self._state = self._initial_state(bytes(self._buf))
+        self._prefetch()
 
     # -- subclass hooks ---------------------------------------------------------------------------
     @abstractmethod
@@ -169,6 +214,49 @@ class Monitor(ABC):
     def _dormant(self, state) -> bool:
         return True
 
+    def _in_segment(self, state) -> bool:
+        """Whether ``state`` masks a short segment worth a segment search (a name being written)."""
+        return False
+
+    @property
+    def segment_open(self) -> bool:
+        """Whether the monitor is masking a short segment (a listed name being written), without
+        running a pending analysis: a new trigger not yet resolved counts as closed."""
+        return self._in_segment(self._state)
+
+    def _query_for(self, state, buf: bytes):
+        """``(kind, offset, query)`` of the analysis a pending ``state`` needs (None: none)."""
+        return None
+
+    @property
+    def analysis_in_flight(self) -> bool:
+        """Whether the current trigger's analysis was started ahead and has not answered yet (a
+        decoding loop may then run the model first and ask for the mask after)."""
+        if not self._pending(self._state):
+            return False
+        spec = self._query_for(self._state, bytes(self._buf))
+        pre = None if spec is None else self._shared.inflight.get(self._key(spec[0], spec[1]))
+        return pre is not None and not pre.done.is_set()
+
+    def _prefetch(self) -> None:
+        """Start the analysis of a trigger that just fired, on a thread, so that it runs while
+        the model does (only the monitor decoding uses does this, never its forks)."""
+        if not self._prefetching or not self._pending(self._state):
+            return
+        spec = self._query_for(self._state, bytes(self._buf))
+        if spec is None:
+            return
+        kind, offset, query = spec
+        key = self._key(kind, offset)
+        sh = self._shared
+        if key in sh.inflight or sh.cached(key) is not _MISS:
+            return
+        # ahead of the mask, the query may take longer than the deadline (which bounds the wait
+        # once the mask is asked for); past its own bound it ends, and a late answer is kept
+        sh.inflight[key] = _Prefetch(query, max(self.deadline_s, AHEAD_S))
+        while len(sh.inflight) > _INFLIGHT:
+            sh.inflight.pop(next(iter(sh.inflight)))
+
     def _key(self, kind: str, offset: int) -> bytes:
         h = hashlib.blake2b(digest_size=16)
         for part in (kind.encode(), bytes(self._buf[:offset + 1]), b"\0", self.suffix.encode(), b"\0",
@@ -206,15 +294,26 @@ class Monitor(ABC):
         st = self._shared.stats
         st.triggers += 1
         t0 = time.perf_counter()
+        pre = self._shared.inflight.pop(key, None)
         try:
-            value = query(self.deadline_s)
+            if pre is None:
+                value = query(self.deadline_s)
+            else:  # started ahead: decoding waits at most the deadline from now
+                if not pre.done.wait(self.deadline_s):
+                    raise AnalysisTimeout(f"analysis did not finish within {self.deadline_s:.3f} s of "
+                                          f"the mask being asked for ({pre.age():.3f} s after its trigger)")
+                if pre.error is not None:
+                    raise pre.error
+                value = pre.value
             reason = None if value else "no-result"
             detail = ""
         except AnalysisTimeout as exc:
             value, reason, detail = None, "timeout", str(exc)
         except AnalysisError as exc:
             value, reason, detail = None, "error", str(exc)
-        st.analysis_s.append(time.perf_counter() - t0)
+        wait = time.perf_counter() - t0
+        st.analysis_s.append(pre.elapsed if pre is not None and pre.done.is_set() else wait)
+        st.wait_s.append(wait)
         if reason is not None:
             st.abstentions.append(Abstention(reason, offset, detail))
             value = None
@@ -258,6 +357,7 @@ class Monitor(ABC):
         self._hist.append((len(self._buf), state))
         self._buf.extend(data)
         self._state = self._step(state, data, bytes(self._buf))
+        self._prefetch()
 
     def _free_row(self) -> np.ndarray:
         """Every ordinary token and EOS (the row of a switched-off monitor)."""
@@ -276,6 +376,7 @@ class Monitor(ABC):
         self._hist.append((len(self._buf), self._state))
         self._buf.extend(data)
         self._state = self._step(self._state, data, bytes(self._buf))
+        self._prefetch()
         return True
 
     def validate(self, tokens: Sequence[int]) -> int:
@@ -326,6 +427,7 @@ class Monitor(ABC):
         f._buf = bytearray(self._buf)
         f._hist = list(self._hist)
         f._rows = OrderedDict(self._rows)
+        f._prefetching = False  # forks are speculative: their triggers are analysed when asked
         return f
 
     def __repr__(self) -> str:

@@ -39,6 +39,7 @@ def merged_stats(parts) -> MonitorStats:
             out.triggers += st.triggers
             out.abstentions.extend(st.abstentions)
             out.analysis_s.extend(st.analysis_s)
+            out.wait_s.extend(st.wait_s)
             out.masked_steps += st.masked_steps
     return out
 
@@ -117,6 +118,16 @@ class Intersection:
     def fork(self) -> "Intersection":
         """An independent copy (every part forked)."""
         return Intersection([p.fork() for p in self.parts])
+
+    @property
+    def segment_open(self) -> bool:
+        """Whether some part is masking a segment (see :attr:`Monitor.segment_open`)."""
+        return any(getattr(p, "segment_open", False) for p in self.parts)
+
+    @property
+    def analysis_in_flight(self) -> bool:
+        """Whether some part's analysis runs ahead (see :attr:`Monitor.analysis_in_flight`)."""
+        return any(getattr(p, "analysis_in_flight", False) for p in self.parts)
 
     @property
     def stats(self) -> MonitorStats:
@@ -250,6 +261,16 @@ class Gated:
     def inside(self) -> bool:
         """Whether the text so far ends inside a region."""
         return self._inside
+
+    @property
+    def segment_open(self) -> bool:
+        """Whether the text ends inside a region and the monitor is masking a segment there."""
+        return self._inside and self.monitor.segment_open
+
+    @property
+    def analysis_in_flight(self) -> bool:
+        """Whether the monitor's analysis runs ahead (see :attr:`Monitor.analysis_in_flight`)."""
+        return self.monitor.analysis_in_flight
 
     @property
     def stats(self) -> MonitorStats:

@@ -148,11 +148,18 @@ class DereferenceMonitor(Monitor):
     def _dormant(self, state) -> bool:
         return state[0] != "active"
 
-    def _resolve(self, state, buf):
-        dot, partial = state[1], state[2]
+    def _in_segment(self, state) -> bool:
+        return state[0] == "active"
+
+    def _query_for(self, state, buf):
+        dot = state[1]
         code = buf[:dot + 1].decode("utf-8", errors="replace")
         line, col = cursor(code)
-        query = self._query(dot, code, line, col)
+        return "attributes", dot, self._query(dot, code, line, col)
+
+    def _resolve(self, state, buf):
+        dot, partial = state[1], state[2]
+        query = self._query_for(state, buf)[2]
         if state[0] == "late":
             names = self._late_answer("attributes", dot, query)
             if names is None:

@@ -81,7 +81,7 @@ def make_backend(backend: str | Backend = "jedi", *, project_root: str | None = 
 
 def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", path: str | None = None,
                    project_root: str | None = None, deadline_s: float = 0.5,
-                   backend: str | Backend = "jedi") -> Monitor:
+                   backend: str | Backend = "jedi", prefetch: bool = True) -> Monitor:
     """A monitor named ``name`` (``"dereference"`` or ``"arity"``) over the buffer ``prefix``.
 
     ``suffix`` is the text after the cursor (given to the analysis), ``path`` where the buffer
@@ -89,12 +89,14 @@ def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", pa
     what is analysed, never the file on disk), ``deadline_s`` the limit of each analysis query
     (past it the monitor abstains for that trigger), ``backend`` ``"jedi"``, ``"jedi-process"``,
     ``"lsp"`` or a
-    back-end object (share one between monitors to share its process or server).
+    back-end object (share one between monitors to share its process or server); ``prefetch``
+    starts each trigger's analysis on a thread as soon as the trigger fires, so that it runs while
+    the model does (else it runs when the mask is asked for).
     """
     if name not in MONITORS:
         raise ValueError(f"unknown monitor {name!r}; expected one of {MONITORS}")
     be = make_backend(backend, project_root=project_root)
-    kw = dict(suffix=suffix, path=path, backend=be, deadline_s=deadline_s)
+    kw = dict(suffix=suffix, path=path, backend=be, deadline_s=deadline_s, prefetch=prefetch)
     if name == "dereference":
         from .dereference import DereferenceMonitor
 

@@ -82,12 +82,18 @@ def _eos_tensor(vocab) -> torch.Tensor:
 
 def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, vocab,
                 max_tokens: int = 256, sampling=None, use_forced: bool = True,
-                ignore_eos: bool = False) -> Iterator[list[int]]:
+                ignore_eos: bool = False, segment_search=None) -> Iterator[list[int]]:
     """Generator form of :func:`decode`: yields each chunk of newly emitted token ids and returns
     the :class:`GenerationResult` (as ``StopIteration.value``).
 
-    ``model`` must be fresh or will be re-prefilled with ``prompt_ids``. ``ignore_eos`` (only
-    without a constraint) never samples EOS, so exactly ``max_tokens`` tokens are produced.
+    ``model`` is prefilled with ``prompt_ids``, unless it already holds a proper head of them
+    (then only the rest is run). ``ignore_eos`` (only without a constraint) never samples EOS, so
+    exactly ``max_tokens`` tokens are produced. ``segment_search(model, constraint, logits)``
+    (e.g. :class:`guidewire.search.segment.SegmentSearch`) may choose several tokens at once
+    from the masked ``logits`` (it must leave ``model`` as it found it and only return tokens
+    the constraint allows); an empty answer falls back to the sampler. A constraint whose
+    ``analysis_in_flight`` is true gets its mask asked for after the model call, so the analysis
+    and the model run at the same time.
     """
     if not prompt_ids:
         raise ValueError("the prompt needs at least one token")
@@ -106,10 +112,28 @@ def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, voc
     calls0 = getattr(model, "calls", None)
     own_calls = 0
 
+    held = getattr(model, "length", 0) or 0
+    if 0 < held < len(prompt_ids) and list(getattr(model, "tokens", ())) == [int(t) for t in prompt_ids[:held]]:
+        pending, prefilled = list(prompt_ids[held:]), True  # the model already holds the prompt's head
+
+    def forward():
+        nonlocal prefilled, own_calls, pending
+        if prefilled:
+            lg = model.step(pending, last_only=True)
+        else:
+            lg = model.prefill(pending, last_only=True)
+            prefilled = True
+        own_calls += 1
+        pending = []
+        return lg[-1:].clone() if lg.shape[0] != 1 else lg
+
     while True:
         if len(out) >= max_tokens:
             break
+        logits = None
         if constraint is not None:
+            if getattr(constraint, "analysis_in_flight", False):
+                logits = forward()  # the constraint's analysis runs meanwhile; its mask comes after
             action, only = constrained_shortcut(constraint, bm_np, eos_row, force=use_forced)
             if action == "stop":
                 finish = "stop"
@@ -120,19 +144,24 @@ def iter_decode(model: Model, prompt_ids: Sequence[int], constraint=None, *, voc
                 usage.forced_tokens += 1
                 yield [only]
                 continue
-        if prefilled:
-            logits = model.step(pending, last_only=True)
-        else:
-            logits = model.prefill(pending, last_only=True)
-            prefilled = True
-        own_calls += 1
-        pending = []
-        logits = logits[-1:].clone() if logits.shape[0] != 1 else logits
+        if logits is None:
+            logits = forward()
         if constraint is not None:
             apply_bitmask_(logits, bitmask)
         elif ignore_eos:
             eos_t = _eos_tensor(vocab)
             logits[0, eos_t[eos_t < logits.shape[1]]] = float("-inf")
+        if segment_search is not None and constraint is not None:
+            chosen = segment_search(model, constraint, logits[0])
+            if chosen:
+                chosen = [int(t) for t in chosen[:max_tokens - len(out)]]
+                for t in chosen:
+                    if not constraint.advance(t):
+                        raise ConstraintViolationError(f"constraint refused token {t} that its mask allowed")
+                out.extend(chosen)
+                pending.extend(chosen)
+                yield chosen
+                continue
         tok = int(sampler.sample(logits)[0])
         if tok in eos_ids:
             finish = "stop"
