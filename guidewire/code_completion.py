@@ -34,10 +34,12 @@ class CompletionStats:
     """What one completion did.
 
     ``triggers``/``abstentions``/``analysis_s`` sum the monitors' stats (``monitors`` has each one's,
-    by name); ``ttft_s`` is the time to the first new token (prompt prefill included), ``decode_s``
+    by name; ``wait_s`` is the part of the analysis time decoding waited for: analyses start at
+    their trigger and run while the model does); ``ttft_s`` is the time to the first new token (prompt prefill included), ``decode_s``
     the rest; ``suffix_fits`` whether ``prefix + text + suffix`` is in ``grammar``'s language
     (``None`` without a grammar); ``healed`` the prompt's last token when token healing re-spelled it
-    (:mod:`guidewire.ide.healing`).
+    (:mod:`guidewire.ide.healing`); ``segment_search`` the searches made, model calls they
+    spent and how often they changed the greedy choice (empty when off).
     """
 
     prompt_tokens: int = 0
@@ -47,12 +49,14 @@ class CompletionStats:
     triggers: int = 0
     abstentions: int = 0
     analysis_s: float = 0.0
+    wait_s: float = 0.0
     monitors: dict = field(default_factory=dict)
     ttft_s: float = 0.0
     decode_s: float = 0.0
     total_s: float = 0.0
     suffix_fits: bool | None = None
     healed: str = ""
+    segment_search: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -75,10 +79,14 @@ def _monitor_stats(m) -> dict:
         return {}
     get = st.get if isinstance(st, dict) else (lambda k, d=None: getattr(st, k, d))
     abstentions, analysis = get("abstentions", 0) or 0, get("analysis_s", 0.0) or 0.0
+    wait = get("wait_s", analysis) or 0.0
     # guidewire.monitors' MonitorStats keeps one entry per abstention / analysis; other monitors may count
     return {"triggers": int(get("triggers", 0) or 0),
             "abstentions": len(abstentions) if isinstance(abstentions, (list, tuple)) else int(abstentions),
-            "analysis_s": float(sum(analysis)) if isinstance(analysis, (list, tuple)) else float(analysis)}
+            "analysis_s": float(sum(analysis)) if isinstance(analysis, (list, tuple)) else float(analysis),
+            "wait_s": float(sum(wait)) if isinstance(wait, (list, tuple)) else float(wait),
+            "analysis_each_s": [float(x) for x in analysis] if isinstance(analysis, (list, tuple)) else [],
+            "wait_each_s": [float(x) for x in wait] if isinstance(wait, (list, tuple)) else []}
 
 
 def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, path, project_root,
@@ -134,7 +142,7 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
                   temperature: float = 0.0, stop: Sequence[str] | None = None, grammar=None,
                   extra: Sequence = (), seed: int | None = None, monitor_deadline_s: float = 0.5,
                   max_prompt_tokens: int | None = None, fallback: str = "prefix", token_healing: bool = True,
-                  time_limit_s: float | None = None, cancel=None) -> CodeCompletion:
+                  time_limit_s: float | None = None, cancel=None, segment_search: bool | None = None) -> CodeCompletion:
     """Complete the code between ``prefix`` and ``suffix`` (the text before and after the cursor).
 
     ``path``/``project_root`` say where the buffer lives (monitors resolve imports from there; the
@@ -147,6 +155,9 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
     (``"prefix"`` or ``"suffix_comment"``; ``token_healing`` re-spells their last prompt token, see
     :mod:`guidewire.ide.healing`). ``cancel`` (anything with ``is_set()``) and
     ``time_limit_s`` end decoding early, between steps, with what was generated so far.
+    ``segment_search`` (default: on at temperature 0 with monitors): when a monitor starts
+    masking a name, choose the most probable whole legal name (a best-first search over the
+    monitor's names, :mod:`guidewire.search.segment`) instead of greedy token by token.
     """
     _check_args(prefix, suffix, max_tokens, temperature, time_limit_s, max_prompt_tokens)
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
@@ -179,8 +190,15 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
     stats = CompletionStats(prompt_tokens=len(prompt.ids) - bool(heal), fim_format=prompt.format,
                             truncated_context=prompt.truncated, healed=heal.decode("utf-8"))
     sampling = SamplingParams(temperature=float(temperature), seed=seed)
+    if segment_search is None:
+        segment_search = bool(named) and float(temperature) == 0.0
+    searcher = None
+    if segment_search and constraint is not None:
+        from .search.segment import SegmentSearch
+
+        searcher = SegmentSearch(vocab)
     steps = iter_decode(lm.sequence(), prompt.ids[:-1] if heal else prompt.ids, constraint, vocab=vocab,
-                        max_tokens=max_tokens, sampling=sampling)
+                        max_tokens=max_tokens, sampling=sampling, segment_search=searcher)
     tb, healed = vocab.token_bytes, heal.decode("utf-8")
     raw, text, finish, n_out, t_first = b"", "", "length", 0, None
     try:
@@ -223,6 +241,9 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
         stats.triggers += ms.get("triggers", 0)
         stats.abstentions += ms.get("abstentions", 0)
         stats.analysis_s += ms.get("analysis_s", 0.0)
+        stats.wait_s += ms.get("wait_s", 0.0)
+    if searcher is not None:
+        stats.segment_search = searcher.stats()
     if gate is not None:
         stats.suffix_fits = gate.accepts(healed + text)
     return CodeCompletion(text, finish, stats)

@@ -44,6 +44,8 @@ _NAMES = {
     "CodeResult": ".solver",
     "CodeTask": ".code_search",
     "learn_tau": ".adadec",
+    "best_segment": ".segment",
+    "SegmentSearch": ".segment",
 }
 
 __getattr__ = lazy_getattr(__name__, _NAMES)
