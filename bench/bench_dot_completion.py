@@ -108,14 +108,65 @@ def first_identifier(text: str) -> str:
     return text[:n]
 
 
-def decode_identifier(lm, ids, constraint, max_tokens: int) -> tuple[str, float]:
-    """Greedy decode until the first identifier is complete (a non-identifier char follows)."""
+class IdentifierSegment:
+    """No mask at all, but a segment (for :class:`~guidewire.search.segment.SegmentSearch`)
+    from the start until the first non-identifier character: the search without a monitor."""
+
+    def __init__(self, vocab, text: bytes = b""):
+        self.vocab, self._text, self._hist = vocab, bytearray(text), []
+        self._row = None
+
+    @property
+    def segment_open(self) -> bool:
+        """Whether the text so far is all identifier characters."""
+        return all(chr(c).isalnum() or c == 0x5F or c >= 0x80 for c in self._text)
+
+    def fill_bitmask(self, bitmask, row=0):
+        """Every ordinary token and EOS."""
+        from guidewire.core.bitmask import fill_row, ids_to_bitmask
+
+        if self._row is None:
+            v = self.vocab
+            self._row = ids_to_bitmask(v.normal_ids, v.vocab_size) | ids_to_bitmask(sorted(v.eos_ids), v.vocab_size)
+        fill_row(bitmask, row, self._row)
+
+    def advance(self, tok):
+        """Append the token's bytes."""
+        self._hist.append(len(self._text))
+        self._text.extend(self.vocab.token_bytes[tok])
+        return True
+
+    def rollback(self, n=1):
+        """Undo ``n`` tokens."""
+        for _ in range(n):
+            del self._text[self._hist.pop():]
+
+    def fork(self):
+        """A copy."""
+        f = IdentifierSegment(self.vocab, bytes(self._text))
+        f._row, f._hist = self._row, list(self._hist)
+        return f
+
+    def is_terminated(self):
+        """Never."""
+        return False
+
+    def is_accepting(self):
+        """Always."""
+        return True
+
+
+def decode_identifier(lm, ids, constraint, max_tokens: int, *, model=None, search=None) -> tuple[str, float]:
+    """Greedy decode until the first identifier is complete (a non-identifier char follows);
+    ``model`` may already hold the head of ``ids`` (only the rest is run), ``search`` is a
+    segment-search hook."""
     from guidewire.runtime.decode import iter_decode
     from guidewire.runtime.sampling import SamplingParams
     from guidewire.runtime.streaming import decode_text
 
-    gen = iter_decode(lm.sequence(), ids, constraint, vocab=lm.vocab, max_tokens=max_tokens,
-                      sampling=SamplingParams(temperature=0.0))
+    gen = iter_decode(model if model is not None else lm.sequence(), ids, constraint, vocab=lm.vocab,
+                      max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0),
+                      segment_search=search)
     out: list[int] = []
     t0 = time.perf_counter()
     for chunk in gen:
@@ -135,30 +186,47 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+ARMS = ("base", "mon", "seg", "monseg")
+ARM_NAMES = {"base": "greedy, no monitor", "mon": "greedy + dereference monitor",
+             "seg": "identifier search, no monitor", "monseg": "dereference monitor + identifier search"}
+
+
 def summarize(rows: list[dict], args) -> dict:
-    """The summary of per-point rows (match, invalid share, trigger times, abstentions)."""
+    """The summary of per-point rows: per arm match / invalid share / decode time; the monitor's
+    analysis and wait time per trigger, abstentions; the searches' model calls."""
     n = len(rows)
+    arms = [a for a in ARMS if f"{a}_match" in rows[0]]
     trigger_s = [x for r in rows for x in r["analysis_s"]]
+    wait_s = [x for r in rows for x in r.get("wait_s", r["analysis_s"])]
     abstain: dict[str, int] = {}
     for r in rows:
         for a in r["abstentions"]:
             abstain[a] = abstain.get(a, 0) + 1
     masked = [r for r in rows if r["triggers"] and not r["abstentions"]]
-    return {
-        "points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
-        "deadline_s": args.deadline,
-        "match_without": sum(r["base_match"] for r in rows) / n,
-        "match_with": sum(r["mon_match"] for r in rows) / n,
-        "invalid_without": sum(r["base_invalid"] for r in rows) / n,
-        "invalid_with": sum(r["mon_invalid"] for r in rows) / n,
+    out = {"points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
+           "deadline_s": args.deadline, "prefetch": not getattr(args, "no_prefetch", False)}
+    for a in arms:
+        out[f"match_{a}"] = sum(r[f"{a}_match"] for r in rows) / n
+        out[f"invalid_{a}"] = sum(r[f"{a}_invalid"] for r in rows) / n
+        out[f"decode_s_{a}_p50"] = pct([r[f"{a}_s"] for r in rows], 0.5)
+        out[f"decode_s_{a}_p95"] = pct([r[f"{a}_s"] for r in rows], 0.95)
+        if f"{a}_search" in rows[0]:
+            calls = [r[f"{a}_search"]["expansions"] for r in rows]
+            out[f"search_calls_{a}_mean"] = statistics.fmean(calls)
+            out[f"search_calls_{a}_max"] = max(calls)
+            out[f"search_changed_{a}"] = sum(r[f"{a}_search"]["changed"] for r in rows)
+    out.update({
         "points_masked": len(masked),
-        "invalid_with_where_masked": sum(r["mon_invalid"] for r in masked) / max(1, len(masked)),
+        "invalid_mon_where_masked": sum(r["mon_invalid"] for r in masked) / max(1, len(masked)),
         "triggers": len(trigger_s), "abstentions": abstain,
-        "trigger_ms_p50": 1e3 * pct(trigger_s, 0.5), "trigger_ms_p95": 1e3 * pct(trigger_s, 0.95),
-        "trigger_ms_max": 1e3 * max(trigger_s), "trigger_ms_mean": 1e3 * statistics.fmean(trigger_s),
-        "decode_s_without_p50": pct([r["base_s"] for r in rows], 0.5),
-        "decode_s_with_p50": pct([r["mon_s"] for r in rows], 0.5),
-    }
+        "analysis_ms_p50": 1e3 * pct(trigger_s, 0.5), "analysis_ms_p95": 1e3 * pct(trigger_s, 0.95),
+        "analysis_ms_max": 1e3 * max(trigger_s), "analysis_ms_mean": 1e3 * statistics.fmean(trigger_s),
+        "wait_ms_p50": 1e3 * pct(wait_s, 0.5), "wait_ms_p95": 1e3 * pct(wait_s, 0.95),
+        "wait_ms_max": 1e3 * max(wait_s),
+    })
+    if "prefill_s" in rows[0]:
+        out["prefill_s_p50"] = pct([r["prefill_s"] for r in rows], 0.5)
+    return out
 
 
 def rerun_monitored(args, which: str) -> int:
@@ -212,6 +280,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=12)
     ap.add_argument("--deadline", type=float, default=0.5, help="monitor analysis deadline (s)")
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--no-prefetch", action="store_true",
+                    help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
     ap.add_argument("--out", default="bench/results/monitors")
     ap.add_argument("--summarize", action="store_true",
                     help="only recompute summary.json from the rows.jsonl of an earlier (or cut) run")
@@ -249,6 +319,8 @@ def main(argv=None) -> int:
                 f.write(json.dumps(p) + "\n")
     print(f"dev set: {len(points)} points ({time.perf_counter() - t0:.0f} s)", flush=True)
 
+    from guidewire.search.segment import SegmentSearch
+
     lm = get_model(args.model)
     stdlib = sysconfig.get_paths()["stdlib"]
     rows = []
@@ -259,30 +331,43 @@ def main(argv=None) -> int:
             with open(path, encoding="utf-8") as f:
                 prefix = f.read().encode("utf-8")[:p["dot"] + 1].decode("utf-8")
             ids = lm.tokenizer(prefix, add_special_tokens=False)["input_ids"][-args.context:]
-            base_text, base_s = decode_identifier(lm, ids, None, args.max_tokens)
+            # as complete_code does: the monitor (its analysis starts at the trigger, on a thread)
+            # is made when the request comes, then the prompt is prefilled; every arm decodes from
+            # a copy of that prefill (greedy is deterministic, so sharing it changes no output)
             mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
-                                 deadline_s=args.deadline)
-            mon_text, mon_s = decode_identifier(lm, ids, mon, args.max_tokens)
+                                 deadline_s=args.deadline, prefetch=not args.no_prefetch)
+            mon_seg = mon.fork()  # shares the analysis (and the stats record: counted once)
+            head = lm.sequence()
+            t0 = time.perf_counter()
+            head.prefill(ids[:-1])
+            prefill_s = time.perf_counter() - t0
+            arms = {"base": (None, None), "mon": (mon, None),
+                    "seg": (IdentifierSegment(lm.vocab), SegmentSearch(lm.vocab)),
+                    "monseg": (mon_seg, SegmentSearch(lm.vocab))}
             names = set(p["names"])
-            row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"],
-                   "base": first_identifier(base_text), "mon": first_identifier(mon_text),
-                   "base_text": base_text, "mon_text": mon_text,
-                   "triggers": mon.stats.triggers, "analysis_s": mon.stats.analysis_s,
-                   "abstentions": [a.reason for a in mon.stats.abstentions],
-                   "base_s": base_s, "mon_s": mon_s}
-            row["base_match"] = row["base"] == p["attr"]
-            row["mon_match"] = row["mon"] == p["attr"]
-            row["base_invalid"] = row["base"] not in names
-            row["mon_invalid"] = row["mon"] not in names
+            row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"], "prefill_s": prefill_s}
+            for arm, (constraint, search) in arms.items():
+                text, secs = decode_identifier(lm, ids, constraint, args.max_tokens, model=head.fork(),
+                                               search=search)
+                row[arm] = first_identifier(text)
+                row[f"{arm}_text"], row[f"{arm}_s"] = text, secs
+                row[f"{arm}_match"] = row[arm] == p["attr"]
+                row[f"{arm}_invalid"] = row[arm] not in names
+                if search is not None:
+                    row[f"{arm}_search"] = search.stats()
+                if arm == "mon":
+                    row.update(triggers=mon.stats.triggers, analysis_s=list(mon.stats.analysis_s),
+                               wait_s=list(mon.stats.wait_s),
+                               abstentions=[a.reason for a in mon.stats.abstentions])
             rows.append(row)
             rf.write(json.dumps(row) + "\n")
             rf.flush()
             if (k + 1) % 25 == 0:
                 n = len(rows)
-                print(f"{n}: match {sum(r['base_match'] for r in rows) / n:.3f} -> "
-                      f"{sum(r['mon_match'] for r in rows) / n:.3f}, invalid "
-                      f"{sum(r['base_invalid'] for r in rows) / n:.3f} -> "
-                      f"{sum(r['mon_invalid'] for r in rows) / n:.3f}", flush=True)
+                print(f"{n}: match " + " / ".join(f"{a} {sum(r[a + '_match'] for r in rows) / n:.3f}"
+                                                   for a in ARMS) + ", invalid "
+                      + " / ".join(f"{a} {sum(r[a + '_invalid'] for r in rows) / n:.3f}" for a in ARMS),
+                      flush=True)
 
     summary = summarize(rows, args)
     with open(os.path.join(args.out, "summary.json"), "w") as f:

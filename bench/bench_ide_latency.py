@@ -97,9 +97,11 @@ def main(argv=None) -> int:
     lm = get_model()
     load_s = time.monotonic() - t
     points = cursor_points(args.samples, args.context, args.seed, lm.tokenizer)
-    configs = {"no monitors": ()}
+    configs = {"no monitors": ((), None)}
     if args.monitors:
-        configs[f"monitors={args.monitors}"] = tuple(m for m in args.monitors.split(",") if m)
+        mons = tuple(m for m in args.monitors.split(",") if m)
+        configs[f"monitors={args.monitors}"] = (mons, None)   # segment search on (the default at T=0)
+        configs[f"monitors={args.monitors}, no segment search"] = (mons, False)
     kw = dict(max_tokens=args.new_tokens, stop=[], max_prompt_tokens=args.context, temperature=0.0)
     t = time.monotonic()
     cold = complete_code(points[0][1], suffix=points[0][2], monitors=(), **kw)
@@ -109,17 +111,21 @@ def main(argv=None) -> int:
     rows["peer: HF generate"] = []
     for k, (fname, prefix, suffix) in enumerate(points):
         ids = build_fim_prompt(lm.tokenizer, prefix, suffix, budget=args.context).ids
-        runs = [(name, "gw", mons) for name, mons in configs.items()]
+        runs = [(name, "gw", conf) for name, conf in configs.items()]
         runs += [("peer: decode loop only", "loop", ids), ("peer: HF generate", "hf", ids)]
         runs = runs[k % len(runs):] + runs[:k % len(runs)]   # rotate the order from point to point
         for name, kind, arg in runs:
             if kind == "gw":
-                out = complete_code(prefix, suffix=suffix, monitors=arg, path=fname, **kw)
+                out = complete_code(prefix, suffix=suffix, monitors=arg[0], segment_search=arg[1], path=fname, **kw)
                 s = out.stats
+                each = lambda key: [x for m in s.monitors.values() for x in m.get(key, [])]  # noqa: E731
                 rows[name].append({"file": fname, "total_s": s.total_s, "ttft_s": s.ttft_s, "decode_s": s.decode_s,
                                    "prompt_tokens": s.prompt_tokens, "tokens": s.completion_tokens,
                                    "triggers": s.triggers, "abstentions": s.abstentions,
-                                   "analysis_s": s.analysis_s, "finish": out.finish_reason})
+                                   "analysis_s": s.analysis_s, "wait_s": s.wait_s,
+                                   "analysis_each_s": each("analysis_each_s"), "wait_each_s": each("wait_each_s"),
+                                   "segment_search": s.segment_search, "text": out.text,
+                                   "finish": out.finish_reason})
             else:
                 rows[name].append(_peer(lm, arg, args.new_tokens, kind) | {"file": fname})
     report = {"model": lm.name, "context": args.context, "new_tokens": args.new_tokens, "samples": len(points),
@@ -135,7 +141,17 @@ def main(argv=None) -> int:
             "prompt_tokens_p50": pct([r["prompt_tokens"] for r in rs], 50),
             "tokens_min": min(r["tokens"] for r in rs), "full_32": sum(r["tokens"] == args.new_tokens for r in rs),
             "triggers": sum(r["triggers"] for r in rs), "abstentions": sum(r["abstentions"] for r in rs),
-            "analysis_s": sum(r["analysis_s"] for r in rs), "rows": rs}
+            "analysis_s": sum(r["analysis_s"] for r in rs),
+            "wait_s": sum(r.get("wait_s", 0.0) for r in rs),
+            "search_calls": sum((r.get("segment_search") or {}).get("expansions", 0) for r in rs),
+            "rows": rs}
+        each_a = [x for r in rs for x in r.get("analysis_each_s", [])]
+        each_w = [x for r in rs for x in r.get("wait_each_s", [])]
+        if each_a:
+            report["configs"][name].update(
+                analysis_ms_p50=1e3 * pct(each_a, 50), analysis_ms_p95=1e3 * pct(each_a, 95),
+                analysis_ms_max=1e3 * max(each_a), wait_ms_p50=1e3 * pct(each_w, 50),
+                wait_ms_p95=1e3 * pct(each_w, 95), wait_ms_max=1e3 * max(each_w))
     report["paired_ratios"] = {}
     for a in rows:
         if a == "no monitors":
