@@ -131,6 +131,14 @@ def test_named_monitor_is_created_and_reported():
     assert out.stats.abstentions == 0, out.stats
     name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", out.text)
     assert name and name.group() in dir(os), out.text
+    # at temperature 0 the name was chosen by the name search, within its budget of model calls
+    assert out.stats.segment_search["searches"] >= 1
+    assert 0 <= out.stats.segment_search["expansions"] <= 8 * out.stats.segment_search["searches"]
+    assert 0 <= out.stats.wait_s <= out.stats.analysis_s + 1e-3
+    off = guidewire.complete_code("import os\nos.", max_tokens=4, monitor_deadline_s=30, segment_search=False)
+    assert off.stats.segment_search == {}
+    name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", off.text)
+    assert name and name.group() in dir(os), off.text
 
 
 def test_token_healing_can_be_switched_off():

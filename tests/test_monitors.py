@@ -235,21 +235,25 @@ class LateKeepingBackend(SlowBackend):
                                on_late=lambda v: self.late.__setitem__(key, v))
 
 
-def test_a_late_answer_masks_the_rest_of_the_name(smollm2):
+@pytest.mark.parametrize("prefetch", [True, False])  # the answer of the analysis run ahead / the back end's
+def test_a_late_answer_masks_the_rest_of_the_name(smollm2, prefetch):
     b2t = smollm2.bytes_to_tokens()
     be = LateKeepingBackend(0.3)
-    m = DereferenceMonitor(smollm2, "x.", backend=be, deadline_s=0.02)
+    m = DereferenceMonitor(smollm2, "x.", backend=be, deadline_s=0.02, prefetch=prefetch)
     assert not m.active and m.allows(b2t[b"ap"]) and m.allows(b2t[b"foo"])  # abstained: all allowed
     assert m.advance(b2t[b"ap"])
-    for _ in range(500):  # the answer arrives once the slow query ends
-        if be.late:
-            break
-        time.sleep(0.02)
+    if prefetch:  # the analysis started ahead ends (within its own, longer bound)
+        assert all(pre.done.wait(5.0) for pre in list(m._shared.inflight.values()))
+    else:
+        for _ in range(500):  # the answer arrives once the slow query ends
+            if be.late:
+                break
+            time.sleep(0.02)
     assert m.active and set(m.legal_names) == {"append", "apply"}
     assert m.allows(b2t[b"pend"]) and m.allows(b2t[b"ply"]) and not m.allows(b2t[b"ple"])
     assert m.stats.abstention_reasons() == {"timeout": 1} and m.stats.late_answers == 1
     # without a late answer (a back end that does not keep them) the name stays unmasked
-    m2 = DereferenceMonitor(smollm2, "y.", backend=SlowBackend(0.3), deadline_s=0.02)
+    m2 = DereferenceMonitor(smollm2, "y.", backend=SlowBackend(0.3), deadline_s=0.02, prefetch=prefetch)
     assert m2.advance(b2t[b"ap"]) and not m2.active and m2.allows(b2t[b"ple"])
 
 

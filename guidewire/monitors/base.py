@@ -265,14 +265,25 @@ class Monitor(ABC):
         return h.digest()  # a digest, not the buffer: the cache stays small (entries x answer size)
 
     def _late_answer(self, kind: str, offset: int, query):
-        """The answer of a trigger whose analysis timed out, if it has arrived since (a poll of at
-        most ``_POLL_S``; only for back ends that keep late answers), else None."""
-        if not getattr(self.backend, "keeps_late_answers", False):
-            return None
+        """The answer of a trigger whose analysis timed out, if it has arrived since: from the
+        analysis started ahead when there was one, else a poll of at most ``_POLL_S`` (only for
+        back ends that keep late answers); None when it has not come."""
         key = self._key(kind, offset)
         hit = self._shared.cached(key)
         if hit is not _MISS:
             return hit
+        pre = self._shared.inflight.get(key)
+        if pre is not None:  # started ahead and still running at the deadline: its answer is here
+            if not pre.done.is_set():
+                return None
+            self._shared.inflight.pop(key, None)
+            value = pre.value if pre.error is None else None
+            self._shared.store(key, value or None)
+            if value:
+                self._shared.stats.late_answers += 1
+            return value or None
+        if not getattr(self.backend, "keeps_late_answers", False):
+            return None
         try:
             value = query(_POLL_S)
         except (AnalysisTimeout, AnalysisError):
@@ -294,7 +305,7 @@ class Monitor(ABC):
         st = self._shared.stats
         st.triggers += 1
         t0 = time.perf_counter()
-        pre = self._shared.inflight.pop(key, None)
+        pre = self._shared.inflight.get(key)
         try:
             if pre is None:
                 value = query(self.deadline_s)
@@ -312,6 +323,8 @@ class Monitor(ABC):
         except AnalysisError as exc:
             value, reason, detail = None, "error", str(exc)
         wait = time.perf_counter() - t0
+        if pre is not None and pre.done.is_set():
+            self._shared.inflight.pop(key, None)  # else kept: a late answer may still come from it
         st.analysis_s.append(pre.elapsed if pre is not None and pre.done.is_set() else wait)
         st.wait_s.append(wait)
         if reason is not None:
