@@ -122,7 +122,6 @@ class _Prefetch:
         self.done = threading.Event()
         self.value = self.error = None
         self.elapsed = 0.0
-        self.started = time.monotonic()
         threading.Thread(target=self._run, args=(query,), name="guidewire-monitor-prefetch",
                          daemon=True).start()
 
@@ -137,7 +136,7 @@ class _Prefetch:
 
     def age(self) -> float:
         """Seconds since the analysis started."""
-        return time.monotonic() - self.started
+        return time.perf_counter() - self.t0
 
 
 class Monitor(ABC):
