@@ -213,10 +213,13 @@ def digit_dag(parts, radix: int, digit_bytes, separators=None) -> Template:
         return idx
 
     root = []
-    for top, width, iv in parts:
-        size = radix ** (width - 1)
-        pairs = [(d, build(tuple(part), width - 1)) for d, part in groups(iv, size).items()]
-        root += [(x, y, c) for lo, hi, c in merged(pairs) for x, y in top(lo, hi)]
+    try:
+        for top, width, iv in parts:
+            size = radix ** (width - 1)
+            pairs = [(d, build(tuple(part), width - 1)) for d, part in groups(iv, size).items()]
+            root += [(x, y, c) for lo, hi, c in merged(pairs) for x, y in top(lo, hi)]
+    finally:
+        build = None  # noqa: F841 -- the recursive closure refers to itself: break that cycle (GC-free)
     nodes[0] = tuple(root)
     return tuple(nodes)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import replace
 from typing import Sequence
@@ -34,6 +35,18 @@ EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks ar
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
 GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
 PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per chosen group
+
+
+def _weak_call(method):
+    """``method`` called through a weak reference to its object: a part the grammar owns can call
+    back into it without a reference cycle (a cyclic grammar outlives ``del`` and is freed by a
+    full GC collection, inside whichever later call allocates: a 100-300 ms pause)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args):
+        return ref()(*args)
+
+    return call
 
 
 class CompiledGrammar:
@@ -85,7 +98,7 @@ class CompiledGrammar:
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
-        self._builder = TableBuilder(dfa, vocab, lookup=self._table)
+        self._builder = TableBuilder(dfa, vocab, lookup=_weak_call(self._table))
         self._rep = self._lexer_classes()
         self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
         limits = limits if limits is not None else Limits()
