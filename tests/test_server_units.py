@@ -144,3 +144,28 @@ def test_tool_grammar_accepts_exactly_valid_calls(lm):
             assert ok == oracle(text, allow_text), (allow_text, text)
             ran += 1
     assert ran == 2 * len(cases)
+
+
+def test_serve_warm_up_freezes_the_started_heap(smollm2):
+    """``guidewire serve`` freezes its warmed-up heap: start-up objects leave the full GC
+    collections, objects made afterwards are still collected."""
+    import gc
+    import weakref
+
+    from guidewire.server.cli import warm_up_and_freeze
+
+    class Node:
+        pass
+
+    try:
+        n = warm_up_and_freeze(smollm2)
+        assert n > 10_000 and gc.get_freeze_count() == n
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle made after the freeze
+        ref = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert ref() is None
+        assert gc.get_freeze_count() == n  # nothing new was frozen by the collection
+    finally:
+        gc.unfreeze()
