@@ -166,6 +166,7 @@ class Monitor(ABC):
         self._hist: list[tuple[int, object]] = []
         self._rows: OrderedDict = OrderedDict()
         self._prefetching = bool(prefetch)
+        self._ahead = None  # (pending state, analysis key) of the trigger last started ahead
         self._state = self._initial_state(bytes(self._buf))
         self._prefetch()
 
@@ -231,10 +232,10 @@ class Monitor(ABC):
     def analysis_in_flight(self) -> bool:
         """Whether the current trigger's analysis was started ahead and has not answered yet (a
         decoding loop may then run the model first and ask for the mask after)."""
-        if not self._pending(self._state):
+        ahead = self._ahead
+        if ahead is None or ahead[0] is not self._state:  # not the trigger started ahead
             return False
-        spec = self._query_for(self._state, bytes(self._buf))
-        pre = None if spec is None else self._shared.inflight.get(self._key(spec[0], spec[1]))
+        pre = self._shared.inflight.get(ahead[1])
         return pre is not None and not pre.done.is_set()
 
     def _prefetch(self) -> None:
@@ -247,6 +248,7 @@ class Monitor(ABC):
             return
         kind, offset, query = spec
         key = self._key(kind, offset)
+        self._ahead = (self._state, key)
         sh = self._shared
         if key in sh.inflight or sh.cached(key) is not _MISS:
             return

@@ -55,8 +55,7 @@ def _children(constraint, logits: torch.Tensor, bitmask: np.ndarray, top_k: int,
     closing mass: ``(logsumexp, best token)`` over the allowed tokens that start by closing the
     segment (those are then left out of the list)."""
     constraint.fill_bitmask(bitmask, 0)
-    lp = torch.log_softmax(logits.float().reshape(1, -1), dim=-1)
-    masked = lp.clone()
+    masked = torch.log_softmax(logits.float().reshape(1, -1), dim=-1)  # a new tensor: ours to mask
     apply_token_bitmask(masked, torch.from_numpy(bitmask))
     for t in eos_ids:
         if t < masked.shape[1]:
@@ -70,11 +69,15 @@ def _children(constraint, logits: torch.Tensor, bitmask: np.ndarray, top_k: int,
         if total != float("-inf"):
             best = int(torch.argmax(ends))
             close = (total, best, float(ends[best]))
-        row = row.clone()
         row[:width][closing[:width]] = float("-inf")
     k = min(top_k, row.shape[0])
     vals, idx = torch.topk(row, k)
     return [(float(v), int(i)) for v, i in zip(vals.tolist(), idx.tolist()) if v != float("-inf")], close
+
+
+def _check_budget(top_k: int, max_expansions: int, max_tokens: int) -> None:
+    if top_k < 1 or max_expansions < 0 or max_tokens < 1:
+        raise ValueError("top_k and max_tokens must be >= 1 and max_expansions >= 0")
 
 
 def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callable | None = None,
@@ -92,8 +95,7 @@ def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callab
     them), so a name is not penalised because what follows it is uncertain.
     See the module docstring for the search.
     """
-    if top_k < 1 or max_expansions < 0 or max_tokens < 1:
-        raise ValueError("top_k and max_tokens must be >= 1 and max_expansions >= 0")
+    _check_budget(top_k, max_expansions, max_tokens)
     ends = ends or (lambda c: not segment_open(c))
     base = model.length
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
@@ -143,13 +145,13 @@ class SegmentSearch:
     """A decoding-loop hook (``iter_decode(..., segment_search=)``): at a step where the
     constraint opens a segment (:func:`segment_open`), choose the segment's tokens with
     :func:`best_segment` instead of one greedy token (``closing="identifier"``: the segment is a
-    name, closed by a token starting with a byte that cannot be in an identifier). Counts ``searches``, ``expansions`` (model
-    calls spent) and ``changed`` (searches whose first token differs from the greedy one)."""
+    name, closed by a token starting with a byte that cannot be in an identifier). Counts
+    ``searches``, ``expansions`` (model calls spent) and ``changed`` (searches whose first token
+    differs from the greedy one)."""
 
     def __init__(self, vocab, *, top_k: int = 4, max_expansions: int = 8, max_tokens: int = 16,
                  closing="identifier"):
-        if top_k < 1 or max_expansions < 0 or max_tokens < 1:
-            raise ValueError("top_k and max_tokens must be >= 1 and max_expansions >= 0")
+        _check_budget(top_k, max_expansions, max_tokens)
         self.vocab = vocab
         if isinstance(closing, str):
             if closing != "identifier":
