@@ -63,13 +63,18 @@ def candidate_points(source: str) -> list[tuple[int, str]]:
     return sorted(set(out))
 
 
-def build_devset(n_points: int, seed: int, per_file: int, deadline_s: float) -> list[dict]:
-    """The dev set: points jedi confirms (``attr`` listed at the dot), with the listed names."""
+def build_devset(n_points: int, seed: int, per_file: int, deadline_s: float,
+                 exclude: frozenset = frozenset()) -> list[dict]:
+    """The dev set: points jedi confirms (``attr`` listed at the dot), with the listed names;
+    files in ``exclude`` (paths relative to the standard library) are skipped (a tuning set
+    disjoint from the evaluation set)."""
     from guidewire.monitors.analysis import AnalysisTimeout, JediBackend, cursor
 
     rng = random.Random(seed)
     files = stdlib_files()
     rng.shuffle(files)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    files = [f for f in files if os.path.relpath(f, stdlib) not in exclude]
     backend = JediBackend()
     points = []
     for path in files:
@@ -196,6 +201,7 @@ def summarize(rows: list[dict], args) -> dict:
     analysis and wait time per trigger, abstentions; the searches' model calls."""
     n = len(rows)
     arms = [a for a in ARMS if f"{a}_match" in rows[0]]
+    arms += sorted(k[:-6] for k in rows[0] if k.startswith("sweep_") and k.endswith("_match"))
     trigger_s = [x for r in rows for x in r["analysis_s"]]
     wait_s = [x for r in rows for x in r.get("wait_s", r["analysis_s"])]
     abstain: dict[str, int] = {}
@@ -270,6 +276,18 @@ def rerun_monitored(args, which: str) -> int:
     return 0
 
 
+def _sweep_arm(spec: str) -> tuple[str, dict]:
+    """``"8x16"`` -> ``("sweep_8x16", {top_k: 8, max_expansions: 16})``; a trailing ``p`` scores
+    token paths (``closing=None``)."""
+    spec = spec.strip()
+    path_scoring = spec.endswith("p")
+    k, e = spec.rstrip("p").split("x")
+    kw = {"top_k": int(k), "max_expansions": int(e)}
+    if path_scoring:
+        kw["closing"] = None
+    return f"sweep_{spec}", kw
+
+
 def main(argv=None) -> int:
     """Build the dev set, run both arms, write JSONL rows and a summary; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -282,6 +300,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--no-prefetch", action="store_true",
                     help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
+    ap.add_argument("--sweep", default="",
+                    help="extra monitor + search arms from the same prefill, comma-separated TOPKxEXPANSIONS "
+                         "with a trailing p for token-path scoring (no closing mass), e.g. 8x16,4x8p")
+    ap.add_argument("--exclude", default="",
+                    help="a dev-set JSONL whose files the new dev set must not use (a disjoint tuning set)")
     ap.add_argument("--out", default="bench/results/monitors")
     ap.add_argument("--summarize", action="store_true",
                     help="only recompute summary.json from the rows.jsonl of an earlier (or cut) run")
@@ -313,7 +336,11 @@ def main(argv=None) -> int:
         with open(devpath) as f:
             points = [json.loads(x) for x in f]
     else:
-        points = build_devset(args.points, args.seed, args.per_file, deadline_s=30.0)
+        exclude = frozenset()
+        if args.exclude:
+            with open(args.exclude) as f:
+                exclude = frozenset(json.loads(x)["file"] for x in f)
+        points = build_devset(args.points, args.seed, args.per_file, deadline_s=30.0, exclude=exclude)
         with open(devpath, "w") as f:
             for p in points:
                 f.write(json.dumps(p) + "\n")
@@ -323,6 +350,7 @@ def main(argv=None) -> int:
 
     lm = get_model(args.model)
     stdlib = sysconfig.get_paths()["stdlib"]
+    sweep = [_sweep_arm(x) for x in args.sweep.split(",") if x.strip()]
     rows = []
     rows_path = os.path.join(args.out, "rows.jsonl")
     with open(rows_path, "w") as rf:
@@ -344,6 +372,8 @@ def main(argv=None) -> int:
             arms = {"base": (None, None), "mon": (mon, None),
                     "seg": (IdentifierSegment(lm.vocab), SegmentSearch(lm.vocab)),
                     "monseg": (mon_seg, SegmentSearch(lm.vocab))}
+            for name, kw in sweep:
+                arms[name] = (mon.fork(), SegmentSearch(lm.vocab, **kw))
             names = set(p["names"])
             row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"], "prefill_s": prefill_s}
             for arm, (constraint, search) in arms.items():
@@ -365,8 +395,8 @@ def main(argv=None) -> int:
             if (k + 1) % 25 == 0:
                 n = len(rows)
                 print(f"{n}: match " + " / ".join(f"{a} {sum(r[a + '_match'] for r in rows) / n:.3f}"
-                                                   for a in ARMS) + ", invalid "
-                      + " / ".join(f"{a} {sum(r[a + '_invalid'] for r in rows) / n:.3f}" for a in ARMS),
+                                                   for a in arms) + ", invalid "
+                      + " / ".join(f"{a} {sum(r[a + '_invalid'] for r in rows) / n:.3f}" for a in arms),
                       flush=True)
 
     summary = summarize(rows, args)
