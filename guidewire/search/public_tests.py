@@ -162,8 +162,9 @@ def _named_inputs(text: str) -> list[tuple[str | None, str]] | None:
         head = ",".join(parts[:n]).strip()
         if not head:
             continue
+        src = f"_f({head})"
         try:
-            call = ast.parse(f"_f({head})", mode="eval").body
+            call = ast.parse(src, mode="eval").body
         except (SyntaxError, ValueError):
             continue
         if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
@@ -171,8 +172,8 @@ def _named_inputs(text: str) -> list[tuple[str | None, str]] | None:
         if any(k.arg is None for k in call.keywords) or (call.args and call.keywords):
             continue
         if call.keywords:
-            return [(k.arg, ast.get_source_segment(f"_f({head})", k.value)) for k in call.keywords]
-        return [(None, ast.get_source_segment(f"_f({head})", a)) for a in call.args]
+            return [(k.arg, ast.get_source_segment(src, k.value)) for k in call.keywords]
+        return [(None, ast.get_source_segment(src, a)) for a in call.args]
     return None
 
 
