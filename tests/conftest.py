@@ -10,6 +10,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest  # noqa: E402
 
 from guidewire.core import Vocab  # noqa: E402
+from guidewire.grammar import native  # noqa: E402
+
+# the table builder's two paths: compiled inner loops (C) and the numpy reference; modules that
+# use ``grammar_path`` run every test on both (each path with grammars of its own)
+GRAMMAR_PATHS = ["compiled", "reference"] if native.available() else ["reference"]
+
+
+@pytest.fixture(scope="module", params=GRAMMAR_PATHS)
+def grammar_path(request):
+    """Run with the compiled inner loops on ("compiled") or off ("reference")."""
+    old = native.set_enabled(request.param == "compiled")
+    yield request.param
+    native.set_enabled(old)
 
 
 @pytest.fixture(scope="session")

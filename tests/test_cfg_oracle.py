@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,9 @@ from cfg_oracle import PrefixOracle, RandomGrammar
 from guidewire.core import Vocab, bitmask_to_bool
 from guidewire.core.errors import GuidewireError
 from guidewire.grammar import compile_lark
+
+# every test here runs on both table-builder paths: compiled inner loops and the numpy reference
+pytestmark = pytest.mark.usefixtures("grammar_path")
 
 EOS = 0
 

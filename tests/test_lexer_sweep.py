@@ -1,4 +1,4 @@
-"""The lexer's plain-Python and numpy paths build the very same DFA.
+"""The lexer's plain-Python, numpy and compiled (C) paths build the very same DFA.
 
 Rows with many NFA edges (large Unicode classes, unanchored searches) are swept with
 numpy, and large NFA state sets get their accepting and alive terminals with numpy; the
@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guidewire.grammar.lexer as lexer
+from guidewire.grammar import native
 from guidewire.grammar.lexer import ByteDFA, Terminal, concat_ranges
 from guidewire.grammar.regex import NFA, compile_into
 
@@ -29,7 +30,16 @@ def terminal_sets(draw):
     return pats
 
 
-def _build(patterns, sweep_edges, monkeypatch):
+def _build(patterns, sweep_edges, monkeypatch, compiled=False):
+    """Build every state; ``compiled`` sweeps rows in C, else in Python (``sweep_edges`` picks numpy)."""
+    old = native.set_enabled(compiled)
+    try:
+        return _build_with(patterns, sweep_edges, monkeypatch)
+    finally:
+        native.set_enabled(old)
+
+
+def _build_with(patterns, sweep_edges, monkeypatch):
     monkeypatch.setattr(lexer, "SWEEP_EDGES", sweep_edges)
     monkeypatch.setattr(lexer, "VECTOR_SET", sweep_edges)   # the numpy readings of large NFA sets too
     nfa = NFA()
@@ -55,16 +65,20 @@ def test_numpy_sweep_builds_the_same_dfa(monkeypatch):
             plain = _build(patterns, 10**9, monkeypatch)
         except Exception as exc:  # noqa: BLE001 - a pattern both builds must refuse alike
             plain = type(exc)
-        try:
-            fast = _build(patterns, 0, monkeypatch)
-        except Exception as exc:  # noqa: BLE001
-            fast = type(exc)
-        if isinstance(plain, type) or isinstance(fast, type):
-            assert plain == fast
-            return
-        assert np.array_equal(plain[0], fast[0])
-        assert plain[1:] == fast[1:]
-        ran["compared"] += 1
+        others = []
+        for edges, compiled in ((0, False), (10**9, True)) if native.available() else ((0, False),):
+            try:
+                others.append(_build(patterns, edges, monkeypatch, compiled))
+            except Exception as exc:  # noqa: BLE001
+                others.append(type(exc))
+        for fast in others:
+            if isinstance(plain, type) or isinstance(fast, type):
+                assert plain == fast
+                continue
+            assert np.array_equal(plain[0], fast[0])
+            assert plain[1:] == fast[1:]
+        if not isinstance(plain, type):
+            ran["compared"] += 1
 
     run()
     # both builds refusing alike compares no table: most lexers must build, or the test is vacuous
@@ -78,6 +92,9 @@ def test_numpy_sweep_on_a_search_pattern(monkeypatch):
     fast = _build(pats, 0, monkeypatch)
     assert plain[0].shape[0] > 50
     assert np.array_equal(plain[0], fast[0]) and plain[1:] == fast[1:]
+    if native.available():
+        compiled = _build(pats, 0, monkeypatch, compiled=True)
+        assert np.array_equal(plain[0], compiled[0]) and plain[1:] == compiled[1:]
 
 
 def test_concat_ranges():

@@ -18,9 +18,12 @@ from guidewire.grammar import builtin_grammar, compile_lark, compile_regex
 from guidewire.grammar.lexer import DEAD, START
 from guidewire.grammar.tokentable import TableBuilder, build_table, walk_token
 
+# every test here runs on both table-builder paths: compiled inner loops and the numpy reference
+pytestmark = pytest.mark.usefixtures("grammar_path")
+
 
 @pytest.fixture(scope="module")
-def grammars(smollm2):
+def grammars(smollm2, grammar_path):
     return {name: compile_lark(builtin_grammar(name), smollm2) for name in ("json", "sql")}
 
 

@@ -18,6 +18,9 @@ from guidewire.grammar.lexer import DEAD
 from guidewire.grammar.tokentable import TableBuilder, walk_token
 from guidewire.grammar.vocabindex import utf8_slice, utf8_tokens, vocab_layout
 
+# every test here runs on both table-builder paths: compiled inner loops and the numpy reference
+pytestmark = pytest.mark.usefixtures("grammar_path")
+
 ALPHABET = ["a", "b", "z", "1", " ", '"', "\\", "\n", "é", "٣", "ڠ", "ü", "€", "中", "😀", "\u0800", "\ud7ff", "\U0010ffff"]
 RAW = [b"\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf5", b"\xff", b"\xe0\x80\x80"]
 

@@ -23,6 +23,7 @@ from ..core.bitmask import bitmask_words, fill_row, ids_to_bitmask
 from ..core.errors import GuidewireError, LimitExceededError, UnsatisfiableGrammarError
 from ..core.limits import DEFAULT_MASK_CACHE_BYTES, Fuel, Limits
 from ..core.vocab import Vocab
+from . import native
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .tokentable import TableBuilder, TokenTable, vocab_layout
@@ -368,7 +369,11 @@ class CompiledGrammar:
             if self._tables.get(self._canon(q)) is entry:   # still cached: account it
                 self._table_bytes += added
                 self._trim_tables()
-        if sel:
+        compiled = native.module() if len(sel) > 1 else None
+        if compiled is not None:    # OR the chosen rows in place (no copy of them first)
+            row = np.empty(self.words, dtype=np.int32)
+            compiled.or_rows(row, np.ascontiguousarray(table.masks), np.array(sel, dtype=np.int64))
+        elif sel:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
             row = self._zero.copy()

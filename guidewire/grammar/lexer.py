@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..core.errors import LimitExceededError
+from . import native
 from .fragments import FragmentFacts
 from .regex import NFA
 
@@ -231,7 +232,15 @@ class ByteDFA:
                 tid = self.accept_of.get(s)
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
-        movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)]
+        movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)] if stop else nfa_set
+        compiled = native.module()
+        if compiled is not None:
+            runs, n_edges = compiled.sweep(*self._edges_np(), movers)
+            if self.fuel is not None:
+                self.fuel.spend(1 + n_edges)
+            self.trans[sid] = self._row_of_runs(runs)
+            self.row_done[sid] = True
+            return
         n_edges = sum(len(edges[x]) for x in movers)
         if self.fuel is not None:
             self.fuel.spend(1 + n_edges)
@@ -241,6 +250,18 @@ class ByteDFA:
             row = self._sweep(movers)
         self.trans[sid] = row
         self.row_done[sid] = True
+
+    def _row_of_runs(self, runs) -> np.ndarray:
+        """A row from ``(first, stop, targets)`` runs in ascending byte order (the compiled sweep's
+        answer), interning new states in that order, as both sweeps below do."""
+        row = np.zeros(256, dtype=np.int32)
+        cache = self._target_cache
+        for a, b, key in runs:
+            nid = cache.get(key)
+            if nid is None:
+                nid = cache[key] = self._intern(self._closure(key))
+            row[a:b] = nid
+        return row
 
     def _sweep(self, movers: list[int]) -> np.ndarray:
         """The row of the NFA states ``movers``: a sweep over the byte ranges of their edges.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD
 from .tablearrays import _add_row, _flatnonzero, _row_of, rows_by_group
@@ -74,20 +75,44 @@ class TokenGrouping:
         layout = self.layout
         words = layout.words
         over = nb > tuning.MAX_TRACKED_BOUNDARIES
+        compiled = native.module()
+        if compiled is not None and fin.size > tuning.SMALL_GROUP:
+            groups, rows = self._group_compiled(compiled, cand, fin, nb, lex)
+            return self._add_stays(groups, rows, self._regroup(q, cand, over), stays)
         if fin.size <= tuning.SMALL_GROUP:
             groups, gid, toks = self._group_keys_small(cand, fin, nb, lex)
         else:
             groups, gid, toks = self._group_keys(cand, fin, nb, lex)
-        extra: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
-        if over.any():  # many boundaries: regroup these few tokens exactly
-            sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
-            for tok in layout.ids.take(cand[over]).tolist():
-                lexemes, f = self._walk_bytes(q, self.vocab.token_bytes[tok])
-                if f != DEAD and self.dfa.alive[f]:
-                    sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
-            extra = {k: _row_of(np.array(v, dtype=np.int64), words) for k, v in sub.items()}
         rows = _group_rows(gid, toks, len(groups), words)
-        return self._add_stays(groups, rows, extra, stays)
+        return self._add_stays(groups, rows, self._regroup(q, cand, over), stays)
+
+    def _regroup(self, q: int, cand: np.ndarray, over: np.ndarray) -> dict:
+        """Rows by group key of the tokens ``over`` that complete more lexemes than the walk tracks,
+        walked again exactly (a few tokens)."""
+        if not over.any():
+            return {}
+        sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
+        for tok in self.layout.ids.take(cand[over]).tolist():
+            lexemes, f = self._walk_bytes(q, self.vocab.token_bytes[tok])
+            if f != DEAD and self.dfa.alive[f]:
+                sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
+        return {k: _row_of(np.array(v, dtype=np.int64), self.layout.words) for k, v in sub.items()}
+
+    def _group_compiled(self, compiled, cand, fin, nb, lex):
+        """:meth:`_group_keys` and the rows in C (``_native.group`` / ``scatter``): ``(groups, rows)``."""
+        n = fin.size
+        width = tuning.MAX_TRACKED_BOUNDARIES + 2
+        gid = np.empty(n, dtype=np.int64)
+        keys = np.empty((n, width), dtype=np.int64)
+        n_groups = compiled.group(np.ascontiguousarray(fin, dtype=np.int64), np.ascontiguousarray(nb, dtype=np.int64),
+                                  np.ascontiguousarray(lex, dtype=np.int64), self.alive_id, gid, keys,
+                                  tuning.MAX_TRACKED_BOUNDARIES)
+        words = self.layout.words
+        rows = np.zeros((n_groups, words), dtype=np.int32)
+        compiled.scatter(rows, gid, np.ascontiguousarray(self.layout.ids.take(cand), dtype=np.int64), words)
+        values = self._alive_values
+        groups = [(tuple(k[1:1 + k[0]]), values[k[-1]]) for k in keys[:n_groups].tolist()]
+        return groups, rows
 
     def _add_stays(self, groups, rows, extra, stays):
         """Merge the ``extra`` rows (by group key) and the ``stays`` rows into ``(groups, rows)``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, rows_by_group
@@ -32,6 +33,9 @@ class TokenWalker:
         (from ``h`` the same bytes loop in ``h``, then both walks go on from ``h`` alike):
         it leaves the walk (final state DEAD) and its index goes to ``met[h]``.
         """
+        compiled = native.module()
+        if compiled is not None:
+            return self._walk_compiled(compiled, state, ptr, ends, met)
         dfa = self.dfa
         flat = self.layout.flat
         n = state.size
@@ -72,6 +76,70 @@ class TokenWalker:
             state = nxt
             ptr += 1
         return fin, nb, lex
+
+    def _walk_compiled(self, compiled, state, ptr, ends, met):
+        """:meth:`_walk` in C (``_native.walk``), one token at a time; the same readings.
+
+        The C walk stops a token where it needs Python: a row not built yet (it is built
+        here and the walk resumes), a hub whose loop runs are not fetched yet (fetched, then
+        resumed), or, with ``met``, a token that reads as from its hub (recorded in ``met``).
+        The tokens a hub takes may differ from :meth:`_walk`'s (which finishes its last few
+        tokens without looking for hubs); both partitions are exact.
+        """
+        n = state.size
+        fin = np.zeros(n, dtype=np.int64)
+        nb = np.zeros(n, dtype=np.int64)
+        lex = np.full((tuning.MAX_TRACKED_BOUNDARIES, n), -1, dtype=np.int64)
+        st = np.ascontiguousarray(state, dtype=np.int64).copy()
+        at = np.ascontiguousarray(ptr, dtype=np.int64).copy()
+        origin = at - 1
+        ends = np.ascontiguousarray(ends, dtype=np.int64)
+        idx = None          # the tokens still to walk (None: all of them)
+        while True:
+            if self._rows is None:
+                self._sync()
+            busy = np.zeros(self._cap, dtype=bool)
+            for h in self._busy:
+                if h < self._cap:
+                    busy[h] = True
+            if idx is None:
+                s_, p_, o_, e_, f_, n_, l_ = st, at, origin, ends, fin, nb, lex
+            else:
+                s_, p_, o_, e_ = st.take(idx), at.take(idx), origin.take(idx), ends.take(idx)
+                f_, n_, l_ = fin.take(idx), nb.take(idx), np.ascontiguousarray(lex[:, idx])
+            pending = np.zeros(s_.size, dtype=np.uint8)
+            runs = [h.run_ends if h is not None else None for h in self._hubs]
+            steps, n_pending = compiled.walk(self.trans, self.emit, self._copied, self.hub, busy, runs,
+                                             self.layout.flat, s_, p_, o_, e_, f_, n_, l_, pending,
+                                             met is not None, tuning.MAX_TRACKED_BOUNDARIES, DEAD, START)
+            if idx is not None:
+                st[idx], at[idx], fin[idx], nb[idx] = s_, p_, f_, n_
+                lex[:, idx] = l_
+            if self.fuel is not None:
+                self.fuel.spend(max(1, steps))
+            if not n_pending:
+                return fin, nb, lex
+            where = _flatnonzero(pending)
+            kind = pending.take(where)
+            tok = where if idx is None else idx.take(where)
+            gone = kind == 2
+            if gone.any():      # read as from their hub: leave the walk
+                for h in _distinct(st.take(tok[gone])):
+                    met.setdefault(int(h), []).append(tok[gone][st.take(tok[gone]) == h])
+            wait = tok[~gone]
+            if not wait.size:
+                return fin, nb, lex
+            q = st.take(wait)
+            todo = q[q >= self._n] if self._rows is None else q[:0]
+            unbuilt = q[(q < self._n)]
+            unbuilt = unbuilt[~self._copied.take(unbuilt)] if unbuilt.size else unbuilt
+            if todo.size or unbuilt.size:
+                self.dfa.ensure_rows(np.concatenate([todo, unbuilt]).astype(np.int64))
+                self._sync()
+            for slot in _distinct(self.hub.take(q[q < self._cap])):
+                if slot >= 0:
+                    self._hub(int(slot))
+            idx = wait
 
     def _meet_hubs(self, jump, slots, idx, state, ptr, origin, nb, met):
         """Running tokens ``jump`` sit in hubs (``slots``): take out those that read as from their hub.

@@ -1,0 +1,479 @@
+/* guidewire.grammar._native: compiled inner loops of the lexer and the token-table walk.
+ *
+ * Optional: every function here has a pure Python/numpy reference (lexer.ByteDFA._sweep and
+ * tablewalk.TokenWalker._walk) that gives the same results and is used when this module is
+ * not built or GUIDEWIRE_NATIVE=0. The tests compare the two on random inputs.
+ *
+ * Arrays come in through the buffer protocol (numpy int64 / int32 / bool, C-contiguous);
+ * nothing here keeps a reference to them after it returns.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static int get_buf(PyObject *obj, Buf *b, const char *name, Py_ssize_t itemsize, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
+    b->held = 1;
+    /* integers (or bools for 1-byte items) of the right width: the format's last character */
+    const char *f = b->view.format ? b->view.format : "B";
+    char c = f[strlen(f) > 0 ? strlen(f) - 1 : 0];
+    int ok = b->view.itemsize == itemsize && b->view.ndim <= 2;
+    if (itemsize == 8) ok = ok && (c == 'q' || c == 'l' || c == 'Q' || c == 'L');
+    else if (itemsize == 4) ok = ok && (c == 'i' || c == 'I' || c == 'l' || c == 'L');
+    else ok = ok && (c == '?' || c == 'B' || c == 'b');
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous array of %zd-byte integers, got format '%s'",
+                     name, itemsize, f);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Buf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
+#define LEN(b, sz) ((b).view.len / (sz))
+
+/* ---------------------------------------------------------------------------------------------
+ * sweep(offsets, lo, end, dst, movers) -> (runs, n_edges)
+ *
+ * The transition row of a set of NFA states: for every elementary byte range that some edge of
+ * ``movers`` covers, the sorted, deduplicated tuple of NFA targets. ``runs`` is a list of
+ * (first_byte, stop_byte, targets) in ascending byte order, adjacent ranges with the same
+ * targets merged; ``n_edges`` is the number of edges read. Edges: state s owns edges
+ * offsets[s]..offsets[s+1]-1, each covering bytes lo..end-1 (end exclusive) towards dst.
+ */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *native_sweep(PyObject *self, PyObject *args) {
+    PyObject *o_off, *o_lo, *o_end, *o_dst, *o_movers;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o_off, &o_lo, &o_end, &o_dst, &o_movers)) return NULL;
+    Buf off = {0}, lo = {0}, end = {0}, dst = {0};
+    PyObject *result = NULL, *runs = NULL, *seq = NULL;
+    int64_t *tgt = NULL;
+    int64_t *cnt = NULL;
+    int64_t *pos = NULL;
+    if (get_buf(o_off, &off, "offsets", 8, 0) || get_buf(o_lo, &lo, "lo", 8, 0) ||
+        get_buf(o_end, &end, "end", 8, 0) || get_buf(o_dst, &dst, "dst", 8, 0))
+        goto done;
+    const int64_t *OFF = off.view.buf, *LO = lo.view.buf, *END = end.view.buf, *DST = dst.view.buf;
+    Py_ssize_t n_states = LEN(off, 8) - 1, n_edges_all = LEN(lo, 8);
+    if (LEN(end, 8) != n_edges_all || LEN(dst, 8) != n_edges_all) {
+        PyErr_SetString(PyExc_ValueError, "sweep: lo, end and dst differ in length");
+        goto done;
+    }
+    seq = PySequence_Fast(o_movers, "sweep: movers must be iterable");
+    if (!seq) goto done;
+    Py_ssize_t nm = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* pass 1: points and edge count */
+    unsigned char point[258];
+    memset(point, 0, sizeof point);
+    int64_t n_edges = 0;
+    for (Py_ssize_t i = 0; i < nm; i++) {
+        long s = PyLong_AsLong(items[i]);
+        if (s == -1 && PyErr_Occurred()) goto done;
+        if (s < 0 || s >= n_states) {
+            PyErr_Format(PyExc_IndexError, "sweep: NFA state %ld out of range", s);
+            goto done;
+        }
+        for (int64_t e = OFF[s]; e < OFF[s + 1]; e++) {
+            int64_t a = LO[e], b = END[e];
+            if (a < 0 || b > 256 || a >= b) {
+                PyErr_Format(PyExc_ValueError, "sweep: bad byte range [%lld, %lld)", (long long)a, (long long)b);
+                goto done;
+            }
+            point[a] = 1;
+            point[b] = 1;
+            n_edges++;
+        }
+    }
+    /* elementary ranges: index of the range starting at each point */
+    int range_of[257];
+    int starts[257];
+    int n_ranges = 0;
+    for (int p = 0; p <= 256; p++) {
+        range_of[p] = -1;
+        if (point[p]) {
+            range_of[p] = n_ranges;
+            starts[n_ranges++] = p;
+        }
+    }
+    int n_el = n_ranges > 0 ? n_ranges - 1 : 0;   /* the last point only closes */
+    /* pass 2: count targets per elementary range, then fill (CSR) */
+    cnt = calloc((size_t)n_el + 1, sizeof(int64_t));
+    if (!cnt) { PyErr_NoMemory(); goto done; }
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < nm; i++) {
+        long s = PyLong_AsLong(items[i]);
+        for (int64_t e = OFF[s]; e < OFF[s + 1]; e++) {
+            int f = range_of[LO[e]], l = range_of[END[e]];
+            for (int k = f; k < l; k++) cnt[k]++;
+            total += l - f;
+        }
+    }
+    pos = malloc(sizeof(int64_t) * ((size_t)n_el + 1));
+    tgt = malloc(sizeof(int64_t) * (size_t)(total > 0 ? total : 1));
+    if (!pos || !tgt) { PyErr_NoMemory(); goto done; }
+    int64_t acc = 0;
+    for (int k = 0; k < n_el; k++) { pos[k] = acc; acc += cnt[k]; cnt[k] = pos[k]; }
+    pos[n_el] = acc;
+    for (Py_ssize_t i = 0; i < nm; i++) {
+        long s = PyLong_AsLong(items[i]);
+        for (int64_t e = OFF[s]; e < OFF[s + 1]; e++) {
+            int f = range_of[LO[e]], l = range_of[END[e]];
+            for (int k = f; k < l; k++) tgt[cnt[k]++] = DST[e];
+        }
+    }
+    runs = PyList_New(0);
+    if (!runs) goto done;
+    PyObject *prev = NULL;   /* the last run's targets (borrowed from the list) */
+    int64_t prev_stop = -1;
+    for (int k = 0; k < n_el; k++) {
+        int64_t a = pos[k], b = pos[k + 1];
+        if (a == b) continue;
+        qsort(tgt + a, (size_t)(b - a), sizeof(int64_t), cmp_i64);
+        int64_t m = a + 1;
+        for (int64_t j = a + 1; j < b; j++)
+            if (tgt[j] != tgt[m - 1]) tgt[m++] = tgt[j];
+        int64_t n = m - a;
+        if (prev && prev_stop == starts[k] && PyTuple_GET_SIZE(prev) == n) {
+            int same = 1;
+            for (int64_t j = 0; j < n && same; j++)
+                same = PyLong_AsLongLong(PyTuple_GET_ITEM(prev, j)) == tgt[a + j];
+            if (same) {   /* extend the previous run */
+                PyObject *run = PyList_GET_ITEM(runs, PyList_GET_SIZE(runs) - 1);
+                PyObject *stop = PyLong_FromLong(starts[k + 1]);
+                if (!stop) goto done;
+                PyObject *old = PyTuple_GET_ITEM(run, 1);
+                PyTuple_SET_ITEM(run, 1, stop);
+                Py_DECREF(old);
+                prev_stop = starts[k + 1];
+                continue;
+            }
+        }
+        PyObject *t = PyTuple_New((Py_ssize_t)n);
+        if (!t) goto done;
+        for (int64_t j = 0; j < n; j++) {
+            PyObject *v = PyLong_FromLongLong(tgt[a + j]);
+            if (!v) { Py_DECREF(t); goto done; }
+            PyTuple_SET_ITEM(t, j, v);
+        }
+        PyObject *run = Py_BuildValue("(iiN)", starts[k], starts[k + 1], t);
+        if (!run) goto done;
+        if (PyList_Append(runs, run) < 0) { Py_DECREF(run); goto done; }
+        Py_DECREF(run);
+        prev = t;
+        prev_stop = starts[k + 1];
+    }
+    result = Py_BuildValue("(OL)", runs, (long long)n_edges);
+done:
+    Py_XDECREF(runs);
+    Py_XDECREF(seq);
+    free(tgt);
+    free(cnt);
+    free(pos);
+    release(&off); release(&lo); release(&end); release(&dst);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * walk(trans, emit, row_done, hub, busy, run_ends, flat, state, ptr, origin, ends, fin, nb, lex,
+ *      pending, met_on, max_tracked, dead, start) -> (steps, n_pending)
+ *
+ * Walks each token from ``state[i]`` at flat position ``ptr[i]`` to ``ends[i]`` through the
+ * extended transition table ``trans`` (rows of ROW = 257 int64; column 256 is the sentinel, sent
+ * to -1 - state), as tablewalk.TokenWalker._walk does, one token at a time. In/out per token:
+ * state, ptr, nb (completed lexemes), lex (max_tracked x n, the first lexemes), fin (final
+ * state; DEAD if unlexable or too many lexemes). ``pending[i]`` is set to 1 when the token
+ * stopped at a state whose row is not built yet (``row_done`` 0): state/ptr/nb/lex then hold
+ * where to resume. With ``met_on``, a token that sits in a hub state h (hub[h] = slot >= 0)
+ * having ended no lexeme and read only loop bytes of that slot since ``origin[i]`` (run_ends[slot]
+ * at origin reaches ptr; run_ends are int32), h not ``busy``, leaves the walk: pending[i] = 2, state[i] = h.
+ * Hub states jump over runs of their loop bytes (run_ends[slot][ptr]); a hub whose run_ends entry is
+ * None stops the token with pending[i] = 3 (fetch them, then resume).
+ */
+static PyObject *native_walk(PyObject *self, PyObject *args) {
+    PyObject *o_trans, *o_emit, *o_done, *o_hub, *o_busy, *o_runs, *o_flat, *o_state, *o_ptr, *o_origin,
+        *o_ends, *o_fin, *o_nb, *o_lex, *o_pending;
+    int met_on, max_tracked;
+    long long dead, start;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOiiLL", &o_trans, &o_emit, &o_done, &o_hub, &o_busy, &o_runs,
+                          &o_flat, &o_state, &o_ptr, &o_origin, &o_ends, &o_fin, &o_nb, &o_lex, &o_pending,
+                          &met_on, &max_tracked, &dead, &start))
+        return NULL;
+    Buf trans = {0}, emit = {0}, done_ = {0}, hub = {0}, busy = {0}, flat = {0}, state = {0}, ptr = {0},
+        origin = {0}, ends = {0}, fin = {0}, nb = {0}, lex = {0}, pending = {0};
+    Buf *runs = NULL;
+    Py_ssize_t n_slots = 0;
+    PyObject *result = NULL, *runs_seq = NULL;
+    if (get_buf(o_trans, &trans, "trans", 8, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
+        get_buf(o_done, &done_, "row_done", 1, 0) || get_buf(o_hub, &hub, "hub", 8, 0) ||
+        get_buf(o_busy, &busy, "busy", 1, 0) || get_buf(o_flat, &flat, "flat", 8, 0) ||
+        get_buf(o_state, &state, "state", 8, 1) || get_buf(o_ptr, &ptr, "ptr", 8, 1) ||
+        get_buf(o_origin, &origin, "origin", 8, 0) || get_buf(o_ends, &ends, "ends", 8, 0) ||
+        get_buf(o_fin, &fin, "fin", 8, 1) || get_buf(o_nb, &nb, "nb", 8, 1) || get_buf(o_lex, &lex, "lex", 8, 1) ||
+        get_buf(o_pending, &pending, "pending", 1, 1))
+        goto done;
+    runs_seq = PySequence_Fast(o_runs, "walk: run_ends must be a sequence");
+    if (!runs_seq) goto done;
+    n_slots = PySequence_Fast_GET_SIZE(runs_seq);
+    runs = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(Buf));
+    if (!runs) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < n_slots; k++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(runs_seq, k);
+        if (r == Py_None) continue;
+        if (get_buf(r, &runs[k], "run_ends", 4, 0)) goto done;
+    }
+    const Py_ssize_t ROW = 257;
+    const int64_t *T = trans.view.buf, *EMIT = emit.view.buf, *HUB = hub.view.buf, *FLAT = flat.view.buf,
+                  *ORIGIN = origin.view.buf, *ENDS = ends.view.buf;
+    const unsigned char *DONE = done_.view.buf, *BUSY = busy.view.buf;
+    int64_t *S = state.view.buf, *P = ptr.view.buf, *FIN = fin.view.buf, *NB = nb.view.buf, *LEX = lex.view.buf;
+    unsigned char *PEND = pending.view.buf;
+    Py_ssize_t n = LEN(state, 8), n_rows = LEN(trans, 8) / ROW, n_flat = LEN(flat, 8);
+    Py_ssize_t n_emit = LEN(emit, 8), n_done = LEN(done_, 1), n_hub = LEN(hub, 8), n_busy = LEN(busy, 1);
+    if (LEN(ptr, 8) != n || LEN(origin, 8) != n || LEN(ends, 8) != n || LEN(fin, 8) != n || LEN(nb, 8) != n ||
+        LEN(pending, 1) != n || LEN(lex, 8) != (Py_ssize_t)max_tracked * n || max_tracked < 0) {
+        PyErr_SetString(PyExc_ValueError, "walk: per-token arrays differ in length");
+        goto done;
+    }
+    if (n_emit < n_rows || n_done < n_rows || n_hub < n_rows || n_busy < n_rows || start < 0 || start >= n_rows) {
+        PyErr_SetString(PyExc_ValueError, "walk: state arrays shorter than the transition table");
+        goto done;
+    }
+    int64_t steps = 0, n_pending = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t q = S[i], p = P[i], count = NB[i];
+        const int64_t org = ORIGIN[i], e_end = ENDS[i];
+        PEND[i] = 0;
+        if (p < 0 || e_end > n_flat || p > e_end || org < 0 || org >= n_flat) {
+            PyErr_Format(PyExc_IndexError, "walk: token %zd: bad position", i);
+            goto done;
+        }
+        for (;;) {
+            if (q <= dead || q >= n_rows) {   /* a state outside the table: not built yet */
+                if (q > dead) { PEND[i] = 1; n_pending++; break; }
+                FIN[i] = dead; break;
+            }
+            if (!DONE[q]) { PEND[i] = 1; n_pending++; break; }
+            steps++;
+            int64_t slot = HUB[q];
+            if (slot >= 0) {
+                if (slot >= n_slots || !runs[slot].held) {   /* its loop runs are not fetched yet */
+                    PEND[i] = 3; n_pending++; break;
+                }
+                const int32_t *RE = runs[slot].view.buf;
+                if (met_on && count == 0 && RE[org] >= p && !BUSY[q]) {
+                    PEND[i] = 2; n_pending++; break;
+                }
+                p = RE[p];
+            }
+            int64_t b = FLAT[p];
+            int64_t nxt = T[q * ROW + b];
+            if (nxt <= dead) {
+                if (nxt < dead) { FIN[i] = -1 - nxt; break; }   /* the sentinel: the token ended */
+                int64_t e = EMIT[q];
+                int64_t restart = T[start * ROW + b];
+                if (e < 0 || restart <= dead) { FIN[i] = dead; break; }
+                if (count < max_tracked) LEX[count * n + i] = e;
+                count++;
+                if (count > max_tracked) { FIN[i] = dead; break; }   /* regrouped exactly later */
+                nxt = restart;
+            }
+            q = nxt;
+            p++;
+        }
+        S[i] = q;
+        P[i] = p;
+        NB[i] = count;
+    }
+    result = Py_BuildValue("(LL)", (long long)steps, (long long)n_pending);
+done:
+    Py_XDECREF(runs_seq);
+    if (runs) {
+        for (Py_ssize_t k = 0; k < n_slots; k++) release(&runs[k]);
+        free(runs);
+    }
+    release(&trans); release(&emit); release(&done_); release(&hub); release(&busy); release(&flat);
+    release(&state); release(&ptr); release(&origin); release(&ends); release(&fin); release(&nb);
+    release(&lex); release(&pending);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * group(tokens, fin, nb, lex, alive_id, gid, keys) -> n_groups
+ *
+ * Groups walked tokens by (completed lexemes, alive set), as tablegroups.TokenGrouping._group_keys
+ * does: a token is grouped when alive_id[fin[i]] >= 0 and nb[i] <= max_tracked (lex rows hold its
+ * lexemes, -1 padded). Writes gid[i] (the token's group, -1 if not grouped) and, per group in order
+ * of first appearance, keys[g] = (nb, lex_0, ..., lex_{max_tracked-1}, alive id), a row of
+ * max_tracked + 2 int64. ``tokens`` are the token ids (used by scatter below, not here).
+ */
+typedef struct { int64_t h; int64_t g; } Slot;
+
+static PyObject *native_group(PyObject *self, PyObject *args) {
+    PyObject *o_fin, *o_nb, *o_lex, *o_alive, *o_gid, *o_keys;
+    int max_tracked;
+    if (!PyArg_ParseTuple(args, "OOOOOOi", &o_fin, &o_nb, &o_lex, &o_alive, &o_gid, &o_keys, &max_tracked))
+        return NULL;
+    Buf fin = {0}, nb = {0}, lex = {0}, alive = {0}, gid = {0}, keys = {0};
+    Slot *table = NULL;
+    PyObject *result = NULL;
+    if (get_buf(o_fin, &fin, "fin", 8, 0) || get_buf(o_nb, &nb, "nb", 8, 0) || get_buf(o_lex, &lex, "lex", 8, 0) ||
+        get_buf(o_alive, &alive, "alive_id", 8, 0) || get_buf(o_gid, &gid, "gid", 8, 1) ||
+        get_buf(o_keys, &keys, "keys", 8, 1))
+        goto done;
+    Py_ssize_t n = LEN(fin, 8), n_alive = LEN(alive, 8), width = (Py_ssize_t)max_tracked + 2;
+    if (max_tracked < 0 || LEN(nb, 8) != n || LEN(gid, 8) != n || LEN(lex, 8) != (Py_ssize_t)max_tracked * n ||
+        LEN(keys, 8) < n * width) {
+        PyErr_SetString(PyExc_ValueError, "group: array sizes do not match");
+        goto done;
+    }
+    const int64_t *FIN = fin.view.buf, *NB = nb.view.buf, *LEX = lex.view.buf, *ALIVE = alive.view.buf;
+    int64_t *GID = gid.view.buf, *KEYS = keys.view.buf;
+    size_t cap = 64;
+    while (cap < (size_t)n * 2) cap <<= 1;
+    table = malloc(cap * sizeof(Slot));
+    if (!table) { PyErr_NoMemory(); goto done; }
+    for (size_t k = 0; k < cap; k++) table[k].g = -1;
+    int64_t n_groups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t f = FIN[i], c = NB[i];
+        GID[i] = -1;
+        if (f < 0 || f >= n_alive) {
+            PyErr_Format(PyExc_IndexError, "group: final state %lld out of range", (long long)f);
+            goto done;
+        }
+        int64_t a = ALIVE[f];
+        if (a < 0 || c > max_tracked) continue;
+        uint64_t h = 1469598103934665603ULL;
+        h = (h ^ (uint64_t)c) * 1099511628211ULL;
+        for (int k = 0; k < max_tracked; k++) h = (h ^ (uint64_t)(LEX[(Py_ssize_t)k * n + i] + 1)) * 1099511628211ULL;
+        h = (h ^ (uint64_t)a) * 1099511628211ULL;
+        size_t at = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;;) {
+            Slot *sl = &table[at];
+            if (sl->g < 0) {   /* a new group */
+                int64_t *key = KEYS + n_groups * width;
+                key[0] = c;
+                for (int k = 0; k < max_tracked; k++) key[1 + k] = LEX[(Py_ssize_t)k * n + i];
+                key[1 + max_tracked] = a;
+                sl->h = (int64_t)h;
+                sl->g = n_groups++;
+                GID[i] = sl->g;
+                break;
+            }
+            if (sl->h == (int64_t)h) {
+                const int64_t *key = KEYS + sl->g * width;
+                int same = key[0] == c && key[1 + max_tracked] == a;
+                for (int k = 0; k < max_tracked && same; k++) same = key[1 + k] == LEX[(Py_ssize_t)k * n + i];
+                if (same) { GID[i] = sl->g; break; }
+            }
+            at = (at + 1) & (cap - 1);
+        }
+    }
+    result = PyLong_FromLongLong(n_groups);
+done:
+    free(table);
+    release(&fin); release(&nb); release(&lex); release(&alive); release(&gid); release(&keys);
+    return result;
+}
+
+/* scatter(rows, gid, tokens, words): set bit tokens[i] in row gid[i] of the (groups x words) int32
+ * bitmask ``rows`` for every i with gid[i] >= 0. */
+static PyObject *native_scatter(PyObject *self, PyObject *args) {
+    PyObject *o_rows, *o_gid, *o_tok;
+    Py_ssize_t words;
+    if (!PyArg_ParseTuple(args, "OOOn", &o_rows, &o_gid, &o_tok, &words)) return NULL;
+    Buf rows = {0}, gid = {0}, tok = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_rows, &rows, "rows", 4, 1) || get_buf(o_gid, &gid, "gid", 8, 0) || get_buf(o_tok, &tok, "tokens", 8, 0))
+        goto done;
+    Py_ssize_t n = LEN(gid, 8), n_rows = words > 0 ? LEN(rows, 4) / words : 0;
+    if (LEN(tok, 8) != n || words <= 0) {
+        PyErr_SetString(PyExc_ValueError, "scatter: array sizes do not match");
+        goto done;
+    }
+    uint32_t *R = rows.view.buf;
+    const int64_t *G = gid.view.buf, *T = tok.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = G[i], t = T[i];
+        if (g < 0) continue;
+        if (g >= n_rows || t < 0 || (t >> 5) >= words) {
+            PyErr_Format(PyExc_IndexError, "scatter: token %lld or group %lld out of range", (long long)t, (long long)g);
+            goto done;
+        }
+        R[g * words + (t >> 5)] |= (uint32_t)1 << (t & 31);
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&rows); release(&gid); release(&tok);
+    return result;
+}
+
+/* or_rows(out, rows, sel): out = OR of rows[sel[0]], rows[sel[1]], ... (rows: groups x words int32;
+ * out: words int32, overwritten). The mask of a parser state is such an OR over a table's chosen
+ * groups; numpy would first copy the chosen rows out (a fancy index), then reduce. */
+static PyObject *native_or_rows(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_rows, *o_sel;
+    if (!PyArg_ParseTuple(args, "OOO", &o_out, &o_rows, &o_sel)) return NULL;
+    Buf out = {0}, rows = {0}, sel = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_out, &out, "out", 4, 1) || get_buf(o_rows, &rows, "rows", 4, 0) || get_buf(o_sel, &sel, "sel", 8, 0))
+        goto done;
+    Py_ssize_t words = LEN(out, 4), n_sel = LEN(sel, 8);
+    Py_ssize_t n_rows = words > 0 ? LEN(rows, 4) / words : 0;
+    if (words <= 0 || LEN(rows, 4) != n_rows * words) {
+        PyErr_SetString(PyExc_ValueError, "or_rows: rows are not groups x len(out)");
+        goto done;
+    }
+    uint32_t *O = out.view.buf;
+    const uint32_t *R = rows.view.buf;
+    const int64_t *S = sel.view.buf;
+    for (Py_ssize_t k = 0; k < n_sel; k++)
+        if (S[k] < 0 || S[k] >= n_rows) {
+            PyErr_Format(PyExc_IndexError, "or_rows: group %lld out of range", (long long)S[k]);
+            goto done;
+        }
+    memset(O, 0, (size_t)words * 4);
+    for (Py_ssize_t k = 0; k < n_sel; k++) {
+        const uint32_t *r = R + S[k] * words;
+        for (Py_ssize_t w = 0; w < words; w++) O[w] |= r[w];
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&out); release(&rows); release(&sel);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"sweep", native_sweep, METH_VARARGS, "Transition row of a set of NFA states as runs of (first, stop, targets)."},
+    {"walk", native_walk, METH_VARARGS, "Walk tokens through the extended lexer table (see tablewalk)."},
+    {"group", native_group, METH_VARARGS, "Group walked tokens by (lexemes, alive set); returns the group count."},
+    {"scatter", native_scatter, METH_VARARGS, "Set token bits in group bitmask rows."},
+    {"or_rows", native_or_rows, METH_VARARGS, "OR the selected rows of a (groups x words) bitmask into out."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "Compiled inner loops of guidewire's lexer and token-table walk.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

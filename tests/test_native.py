@@ -1,0 +1,287 @@
+"""The compiled inner loops (``guidewire.grammar._native``) against their numpy/Python references.
+
+Each C function is compared with the path it replaces on random inputs (hypothesis): the
+lexer's row sweep (whole DFAs, state numbering included), the token walk (final states,
+lexeme counts and lexemes, token for token), the grouping (group keys and their token sets),
+and whole masks along random walks of real grammars and JSON Schemas with both paths on
+separately compiled grammars. Bad arrays get typed errors, never a crash.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from guidewire.core import bitmask_to_bool
+from guidewire.grammar import builtin_grammar, compile_json_schema, compile_lark, native
+from guidewire.grammar import tabletuning as tuning
+from guidewire.grammar.lexer import DEAD, START
+from guidewire.grammar.tablegroups import _group_rows
+from guidewire.grammar.tokentable import TableBuilder, walk_token
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="the C extension is not built")
+
+ATOMS = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "\\w", " ", "\\.", "\"", "é", "x"]
+QUANTS = ["", "*", "+", "?", "{1,3}", "{0,6}"]
+
+
+def test_the_extension_is_built_and_on():
+    """CI installs with a compiler: the compiled path must really be there (else half the tests
+    here would skip and the reference path alone would run)."""
+    assert native.available()
+    assert native.module() is not None
+
+
+@pytest.fixture
+def reference():
+    """Switch the compiled path off for the body of a test."""
+    old = native.set_enabled(False)
+    yield
+    native.set_enabled(old)
+
+
+@st.composite
+def lexer_grammars(draw):
+    pats = []
+    for _ in range(draw(st.integers(1, 4))):
+        parts = draw(st.lists(st.tuples(st.sampled_from(ATOMS), st.sampled_from(QUANTS)), min_size=1, max_size=4))
+        pats.append("".join(f"(?:{a}){q}" for a, q in parts))
+    terms = "\n".join(f"T{i}: /{p}/" for i, p in enumerate(pats))
+    names = " | ".join(f"T{i}" for i in range(len(pats)))
+    return f"start: item+\n?item: {names}\n{terms}\n"
+
+
+def _compile(text, vocab, compiled: bool):
+    old = native.set_enabled(compiled)
+    try:
+        return compile_lark(text, vocab)
+    finally:
+        native.set_enabled(old)
+
+
+def _candidates(builder, q):
+    """Tokens to walk from ``q`` as the table build takes them: (cand, state, ptr, ends)."""
+    row = builder.dfa.trans[q].astype(np.int64)
+    cand, first, ptr, _stays = builder._candidates(row)
+    return cand, row.take(first), ptr, builder.layout.ends.take(cand)
+
+
+def _same_readings(ref, got, unlexable=None):
+    """Walk outputs agree where they mean something: every final state, which tokens completed more
+    lexemes than are tracked (regrouped later), and the lexemes of every token that ends alive.
+    An unlexable token's count is never read (the numpy walk's two loops even differ there):
+    where the "too many lexemes" flags differ, ``unlexable(i)`` must hold."""
+    assert np.array_equal(ref[0], got[0])
+    over = tuning.MAX_TRACKED_BOUNDARIES
+    for i in np.flatnonzero((ref[1] > over) != (got[1] > over)).tolist():
+        assert unlexable is not None and unlexable(i)
+    live = ref[0] != DEAD
+    assert np.array_equal(ref[1][live], got[1][live])
+    assert np.array_equal(ref[2][:, live], got[2][:, live])
+
+
+def test_walk_matches_the_numpy_walk(smollm2):
+    """Token for token the same final state, lexeme count and first lexemes (no hub meets)."""
+    ran = {"states": 0, "tokens": 0}
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(lexer_grammars(), st.integers(0, 2**16))
+    def run(text, seed):
+        try:
+            g = _compile(text, smollm2, True)
+        except Exception:  # noqa: BLE001 - a grammar the front end refuses is not this test's business
+            return
+        b = TableBuilder(g.dfa, smollm2)
+        b._sync()
+        rng = random.Random(seed)
+        states = [START] + rng.sample(range(2, g.dfa.n_states), min(3, max(0, g.dfa.n_states - 2)))
+        for q in states:
+            if not g.dfa.row_done[q]:
+                continue
+            cand, state, ptr, ends = _candidates(b, q)
+            if not cand.size:
+                continue
+            old = native.set_enabled(False)
+            try:
+                ref = b._walk(state.copy(), ptr.copy(), ends)
+            finally:
+                native.set_enabled(old)
+            got = b._walk_compiled(native.module(), state.copy(), ptr.copy(), ends, None)
+            def unlexable(i):
+                lexemes, f = walk_token(g.dfa, q, smollm2.token_bytes[int(b.layout.ids[cand[i]])])
+                return f == DEAD
+
+            _same_readings(ref, got, unlexable)
+            ran["states"] += 1
+            ran["tokens"] += int(cand.size)
+
+    run()
+    assert ran["states"] >= 30 and ran["tokens"] >= 10_000, ran
+
+
+def test_walk_builds_rows_of_a_lazy_lexer(smollm2, monkeypatch):
+    """On a lexer built lazily the C walk stops where a row is missing; the rows get built and
+    the walk resumes: the same readings as the numpy walk on a fully built copy."""
+    import guidewire.grammar.compiled as compiled_mod
+    text = 'start: A B\nA: /[a-z]{1,40}/\nB: /[0-9a-f]{2,30}x/\n'
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 2)
+    lazy = _compile(text, smollm2, True)
+    assert not lazy.dfa.row_done[:lazy.dfa.n_states].all()
+    monkeypatch.undo()
+    full = _compile(text, smollm2, False)
+    bl, bf = TableBuilder(lazy.dfa, smollm2), TableBuilder(full.dfa, smollm2)
+    bl._sync()
+    bf._sync()
+    cand, state, ptr, ends = _candidates(bl, START)
+    got = bl._walk_compiled(native.module(), state.copy(), ptr.copy(), ends, None)
+    old = native.set_enabled(False)
+    try:
+        ref = bf._walk(state.copy(), ptr.copy(), ends)
+    finally:
+        native.set_enabled(old)
+    # state numbers differ between a lazy and an eager build: compare what they mean
+    live = ref[0] != DEAD
+    assert np.array_equal(got[0] != DEAD, live)
+    assert np.array_equal(got[1][live], ref[1][live]) and np.array_equal(got[2][:, live], ref[2][:, live])
+    alive_l = np.array([lazy.dfa.alive[s] for s in got[0].tolist()])
+    alive_f = np.array([full.dfa.alive[s] for s in ref[0].tolist()])
+    assert np.array_equal(alive_l, alive_f)
+    assert cand.size > 1000
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 600), st.integers(1, 40))
+def test_group_matches_the_numpy_grouping(seed, n, n_states):
+    """Group keys and each group's tokens equal the numpy grouping's (order aside)."""
+    rng = np.random.default_rng(seed)
+
+    class Fake(TableBuilder):
+        def __init__(self):  # only what the grouping reads
+            pass
+
+    b = Fake()
+    words = 64
+    b.layout = type("L", (), {"ids": rng.permutation(words * 32)[:n + 5].astype(np.int64), "words": words})()
+    b.alive_id = np.where(rng.random(n_states) < 0.2, -1, rng.integers(0, 5, n_states)).astype(np.int64)
+    b.alive_id[DEAD] = -1
+    b._alive_values = [1, 2, 3, 6, 12]
+    b.dfa = type("D", (), {"term_sets": [(0,), (1,), (2,)]})()
+    cand = rng.permutation(n + 5)[:n].astype(np.int64)
+    fin = rng.integers(0, n_states, n).astype(np.int64)
+    nb = rng.integers(0, tuning.MAX_TRACKED_BOUNDARIES + 1, n).astype(np.int64)
+    lex = np.full((tuning.MAX_TRACKED_BOUNDARIES, n), -1, dtype=np.int64)
+    for k in range(tuning.MAX_TRACKED_BOUNDARIES):
+        on = nb > k
+        lex[k, on] = rng.integers(0, 3, int(on.sum()))
+    keep = nb <= tuning.MAX_TRACKED_BOUNDARIES
+    groups, gid, toks = b._group_keys(cand[keep], fin[keep], nb[keep], lex[:, keep])
+    ref_rows = _group_rows(gid, toks, len(groups), words)
+    got_groups, got_rows = b._group_compiled(native.module(), cand, fin, nb, lex)
+
+    def as_sets(gs, rows):
+        return {g: frozenset(np.flatnonzero(bitmask_to_bool(r, words * 32)).tolist()) for g, r in zip(gs, rows)}
+
+    assert as_sets(got_groups, got_rows) == as_sets(groups, ref_rows)
+    assert len(got_groups) == len(set(got_groups))
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                      "tags": {"type": "array", "items": {"enum": ["a", "bb", "ccc"]}},
+                                      "n": {"type": "integer", "minimum": -5, "maximum": 1234}},
+     "required": ["name"]},
+    {"type": "object", "additionalProperties": {"type": "number"}},
+    {"anyOf": [{"type": "string", "pattern": "^[a-f0-9]{4,8}$"}, {"type": "string", "format": "date"},
+               {"type": "boolean"}]},
+    {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
+                                                                  "v": {"type": ["null", "string"]}}}},
+]
+
+
+def _walk_masks(g, vocab, rng, steps):
+    """Masks along one random walk (tokens drawn from each allowed set, EOS ends it)."""
+    m = g.matcher()
+    out = []
+    buf = np.zeros((1, g.words), dtype=np.int32)
+    for _ in range(steps):
+        m.fill_bitmask(buf, 0)
+        out.append(buf[0].copy())
+        allowed = [t for t in np.flatnonzero(bitmask_to_bool(buf[0], vocab.vocab_size)).tolist()
+                   if t not in vocab.eos_ids]
+        if not allowed:
+            break
+        assert m.advance(rng.choice(allowed))
+    return out
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "python", "schema0", "schema1", "schema2", "schema3"])
+def test_masks_are_identical_on_both_paths(smollm2, which):
+    """Random walks on grammars compiled with each path: every mask byte-identical."""
+    def build(compiled):
+        old = native.set_enabled(compiled)
+        try:
+            if which.startswith("schema"):
+                return compile_json_schema(SCHEMAS[int(which[-1])], smollm2)
+            return compile_lark(builtin_grammar(which), smollm2)
+        finally:
+            native.set_enabled(old)
+
+    steps = 0
+    for walk in range(3):
+        a = build(True)
+        old = native.set_enabled(True)
+        try:
+            got = _walk_masks(a, smollm2, random.Random(walk), 40)
+        finally:
+            native.set_enabled(old)
+        b = build(False)
+        old = native.set_enabled(False)
+        try:
+            ref = _walk_masks(b, smollm2, random.Random(walk), 40)
+        finally:
+            native.set_enabled(old)
+        assert len(got) == len(ref)
+        for x, y in zip(got, ref):
+            assert np.array_equal(x, y)
+        steps += len(got)
+    assert steps >= 15, steps   # three walks of at least five masks (a short anyOf ends sooner)
+
+
+def test_bad_arrays_get_typed_errors():
+    c = native.module()
+    off = np.array([0, 1], dtype=np.int64)
+    lo, end, dst = np.array([97]), np.array([98]), np.array([0])
+    assert c.sweep(off, lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [0])[1] == 1
+    with pytest.raises(TypeError):
+        c.sweep(off, lo.astype(np.float64), end.astype(np.int64), dst.astype(np.int64), [0])
+    with pytest.raises(IndexError):
+        c.sweep(off, lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [5])
+    with pytest.raises(ValueError):
+        c.sweep(off, np.array([200], dtype=np.int64), np.array([300], dtype=np.int64), dst.astype(np.int64), [0])
+    z = np.zeros(3, dtype=np.int64)
+    with pytest.raises(ValueError):
+        c.group(z, z, np.zeros(5, dtype=np.int64), z, z, np.zeros(12, dtype=np.int64), 2)
+    with pytest.raises(IndexError):
+        c.group(np.array([7, 0, 0], dtype=np.int64), z, np.full(6, -1, dtype=np.int64), z, z.copy(),
+                np.zeros(12, dtype=np.int64), 2)
+    rows = np.zeros((1, 2), dtype=np.int32)
+    with pytest.raises(IndexError):
+        c.scatter(rows, np.array([3], dtype=np.int64), np.array([1], dtype=np.int64), 2)
+    with pytest.raises(IndexError):
+        c.scatter(rows, np.array([0], dtype=np.int64), np.array([64], dtype=np.int64), 2)
+    c.scatter(rows, np.array([0, -1], dtype=np.int64), np.array([33, 1], dtype=np.int64), 2)
+    assert rows.tolist() == [[0, 2]]
+    with pytest.raises((ValueError, BufferError)):   # read-only output
+        frozen = np.zeros((1, 2), dtype=np.int32)
+        frozen.setflags(write=False)
+        c.scatter(frozen, np.array([0], dtype=np.int64), np.array([1], dtype=np.int64), 2)
+
+
+def test_switch_refuses_a_missing_module(monkeypatch):
+    monkeypatch.setattr(native, "_compiled", None)
+    with pytest.raises(RuntimeError):
+        native.set_enabled(True)
+    assert native.module() is None or not native.available()
