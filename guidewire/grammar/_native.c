@@ -463,12 +463,148 @@ done:
     return result;
 }
 
+/* row_counts(rows, counts): counts[g] = number of set bits of row g (rows: groups x words int32). */
+static PyObject *native_row_counts(PyObject *self, PyObject *args) {
+    PyObject *o_rows, *o_counts;
+    if (!PyArg_ParseTuple(args, "OO", &o_rows, &o_counts)) return NULL;
+    Buf rows = {0}, counts = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_rows, &rows, "rows", 4, 0) || get_buf(o_counts, &counts, "counts", 8, 1)) goto done;
+    Py_ssize_t n = LEN(counts, 8);
+    if (n <= 0 || LEN(rows, 4) % n) {
+        PyErr_SetString(PyExc_ValueError, "row_counts: rows are not len(counts) x words");
+        goto done;
+    }
+    Py_ssize_t words = LEN(rows, 4) / n;
+    const uint32_t *R = rows.view.buf;
+    int64_t *C = counts.view.buf;
+    for (Py_ssize_t g = 0; g < n; g++) {
+        int64_t c = 0;
+        for (Py_ssize_t w = 0; w < words; w++) c += __builtin_popcount(R[g * words + w]);
+        C[g] = c;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&rows); release(&counts);
+    return result;
+}
+
+/* row_ids(rows, groups, offsets, ids): the token ids of rows[groups[k]] (ascending) into
+ * ids[offsets[k]:offsets[k+1]] (offsets from row_counts; len(offsets) = len(groups) + 1). */
+static PyObject *native_row_ids(PyObject *self, PyObject *args) {
+    PyObject *o_rows, *o_groups, *o_off, *o_ids;
+    Py_ssize_t words;
+    if (!PyArg_ParseTuple(args, "OOOOn", &o_rows, &o_groups, &o_off, &o_ids, &words)) return NULL;
+    Buf rows = {0}, groups = {0}, off = {0}, ids = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_rows, &rows, "rows", 4, 0) || get_buf(o_groups, &groups, "groups", 8, 0) ||
+        get_buf(o_off, &off, "offsets", 8, 0) || get_buf(o_ids, &ids, "ids", 4, 1))
+        goto done;
+    Py_ssize_t k_n = LEN(groups, 8), n_rows = words > 0 ? LEN(rows, 4) / words : 0, n_ids = LEN(ids, 4);
+    if (words <= 0 || LEN(off, 8) != k_n + 1) {
+        PyErr_SetString(PyExc_ValueError, "row_ids: offsets must be one longer than groups");
+        goto done;
+    }
+    const uint32_t *R = rows.view.buf;
+    const int64_t *G = groups.view.buf, *OFF = off.view.buf;
+    int32_t *I = ids.view.buf;
+    for (Py_ssize_t k = 0; k < k_n; k++) {
+        int64_t g = G[k], at = OFF[k];
+        if (g < 0 || g >= n_rows || at < 0) {
+            PyErr_Format(PyExc_IndexError, "row_ids: group %lld out of range", (long long)g);
+            goto done;
+        }
+        for (Py_ssize_t w = 0; w < words; w++) {
+            uint32_t bits = R[g * words + w];
+            while (bits) {
+                if (at >= OFF[k + 1] || at >= n_ids) {
+                    PyErr_SetString(PyExc_ValueError, "row_ids: a row holds more bits than its offsets allow");
+                    goto done;
+                }
+                I[at++] = (int32_t)(w * 32 + __builtin_ctz(bits));
+                bits &= bits - 1;
+            }
+        }
+        if (at != OFF[k + 1]) {
+            PyErr_SetString(PyExc_ValueError, "row_ids: a row holds fewer bits than its offsets say");
+            goto done;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&rows); release(&groups); release(&off); release(&ids);
+    return result;
+}
+
+/* or_groups(out, rows, sel, slot, offsets, ids): out = OR over g in sel of group g, where a group
+ * with slot[g] >= 0 is the sparse id list ids[offsets[slot[g]]:offsets[slot[g]+1]] and any other
+ * is the dense row rows[g] (rows: groups x words int32; out: words int32, overwritten). */
+static PyObject *native_or_groups(PyObject *self, PyObject *args) {
+    PyObject *o_out, *o_rows, *o_sel, *o_slot, *o_off, *o_ids;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o_out, &o_rows, &o_sel, &o_slot, &o_off, &o_ids)) return NULL;
+    Buf out = {0}, rows = {0}, sel = {0}, slot = {0}, off = {0}, ids = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_out, &out, "out", 4, 1) || get_buf(o_rows, &rows, "rows", 4, 0) || get_buf(o_sel, &sel, "sel", 8, 0) ||
+        get_buf(o_slot, &slot, "slot", 8, 0) || get_buf(o_off, &off, "offsets", 8, 0) || get_buf(o_ids, &ids, "ids", 4, 0))
+        goto done;
+    Py_ssize_t words = LEN(out, 4), n_sel = LEN(sel, 8), n_rows = words > 0 ? LEN(rows, 4) / words : 0;
+    Py_ssize_t n_slots = LEN(off, 8) - 1, n_ids = LEN(ids, 4);
+    if (words <= 0 || LEN(rows, 4) != n_rows * words || LEN(slot, 8) != n_rows || n_slots < 0) {
+        PyErr_SetString(PyExc_ValueError, "or_groups: array sizes do not match");
+        goto done;
+    }
+    uint32_t *O = out.view.buf;
+    const uint32_t *R = rows.view.buf;
+    const int64_t *S = sel.view.buf, *SLOT = slot.view.buf, *OFF = off.view.buf;
+    const int32_t *I = ids.view.buf;
+    const int64_t limit = (int64_t)words * 32;
+    for (Py_ssize_t k = 0; k < n_sel; k++) {
+        int64_t g = S[k];
+        if (g < 0 || g >= n_rows) {
+            PyErr_Format(PyExc_IndexError, "or_groups: group %lld out of range", (long long)g);
+            goto done;
+        }
+        int64_t sl = SLOT[g];
+        if (sl >= n_slots || (sl >= 0 && (OFF[sl] < 0 || OFF[sl] > OFF[sl + 1] || OFF[sl + 1] > n_ids))) {
+            PyErr_Format(PyExc_IndexError, "or_groups: bad sparse slot %lld", (long long)sl);
+            goto done;
+        }
+    }
+    memset(O, 0, (size_t)words * 4);
+    for (Py_ssize_t k = 0; k < n_sel; k++) {
+        int64_t g = S[k], sl = SLOT[g];
+        if (sl < 0) {
+            const uint32_t *r = R + g * words;
+            for (Py_ssize_t w = 0; w < words; w++) O[w] |= r[w];
+        } else {
+            for (int64_t j = OFF[sl]; j < OFF[sl + 1]; j++) {
+                int64_t t = I[j];
+                if (t < 0 || t >= limit) {
+                    PyErr_Format(PyExc_IndexError, "or_groups: token %lld out of range", (long long)t);
+                    goto done;
+                }
+                O[t >> 5] |= (uint32_t)1 << (t & 31);
+            }
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&out); release(&rows); release(&sel); release(&slot); release(&off); release(&ids);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"sweep", native_sweep, METH_VARARGS, "Transition row of a set of NFA states as runs of (first, stop, targets)."},
     {"walk", native_walk, METH_VARARGS, "Walk tokens through the extended lexer table (see tablewalk)."},
     {"group", native_group, METH_VARARGS, "Group walked tokens by (lexemes, alive set); returns the group count."},
     {"scatter", native_scatter, METH_VARARGS, "Set token bits in group bitmask rows."},
     {"or_rows", native_or_rows, METH_VARARGS, "OR the selected rows of a (groups x words) bitmask into out."},
+    {"row_counts", native_row_counts, METH_VARARGS, "Set bits per row of a (groups x words) bitmask."},
+    {"row_ids", native_row_ids, METH_VARARGS, "Token ids of chosen rows, packed by offsets."},
+    {"or_groups", native_or_groups, METH_VARARGS, "OR chosen groups, dense rows or sparse id lists, into out."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,6 +32,7 @@ __all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
 
 _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()   # False on a free-threaded build
 EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
+SPARSE_ROW_DIVISOR = 8     # a group with fewer tokens than words / this is OR-ed from its ids (compiled path)
 EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
 GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
@@ -215,7 +216,8 @@ class CompiledGrammar:
         return self._table_entry(q)[0]
 
     def _table_entry(self, q: int) -> list:
-        """``[table, parts or None, bytes]`` of lexer state ``q``'s class (LRU, bounded in bytes).
+        """``[table, parts or None, bytes, row form]`` of lexer state ``q``'s class (LRU, bounded in
+        bytes; the row form is :meth:`_row_form`'s, None before a first mask and False after it).
 
         The parts (see :meth:`_lexeme_parts`) index the groups of the very table they sit
         beside, so a table and its parts are evicted and rebuilt together.
@@ -232,7 +234,7 @@ class CompiledGrammar:
         size += sum(r.nbytes for _h, r in table.inherit)
         entry = self._tables.get(q)   # building may have built this very table (hub reuse)
         if entry is None:
-            entry = self._tables[q] = [table, None, size]
+            entry = self._tables[q] = [table, None, size, None]
             self._table_bytes += size
             self._trim_tables()
         return entry
@@ -241,8 +243,8 @@ class CompiledGrammar:
         """Evict least recently used tables beyond ``table_cache_bytes`` (the newest one stays)."""
         tables, bound = self._tables, self.limits.table_cache_bytes
         while self._table_bytes > bound and len(tables) > 1:
-            _q, (_t, _p, size) = tables.popitem(last=False)
-            self._table_bytes -= size
+            _q, evicted = tables.popitem(last=False)
+            self._table_bytes -= evicted[2]
 
     def _prune(self, table: TokenTable) -> TokenTable:
         """Drop the groups that no parser state can allow.
@@ -339,6 +341,37 @@ class CompiledGrammar:
             parts = entry[1] = [[lexemes, members, {}] for lexemes, members in by.items()]
         return parts
 
+    def _row_form(self, entry: list, compiled) -> tuple:
+        """A table's group rows as the compiled OR reads them: ``(masks, slot, offsets, ids, new bytes)``.
+
+        A group with fewer tokens than ``words / SPARSE_ROW_DIVISOR`` is also kept as its sorted
+        token ids (``ids[offsets[slot[g]]:offsets[slot[g] + 1]]``), which are set bit by bit:
+        cheaper than OR-ing its whole dense row. Tables in product lexers hold hundreds of small
+        groups; a mask choosing most of them cost a full row each (Gemma-3: 32 KB a row). Built
+        on a table's second mask (a table used once never pays for it); the last item is the bytes
+        it adds (0 once built).
+        """
+        form = entry[3]
+        if form:
+            return (*form, 0)
+        masks = np.ascontiguousarray(entry[0].masks)
+        n = masks.shape[0]
+        counts = np.zeros(n, dtype=np.int64)
+        if n:
+            compiled.row_counts(masks, counts)
+        sparse = _flatnonzero_i64(counts < max(1, self.words // SPARSE_ROW_DIVISOR))
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[sparse] = np.arange(sparse.size)
+        offsets = np.zeros(sparse.size + 1, dtype=np.int64)
+        np.cumsum(counts.take(sparse), out=offsets[1:])
+        ids = np.empty(int(offsets[-1]), dtype=np.int32)
+        if sparse.size:
+            compiled.row_ids(masks, sparse, offsets, ids, self.words)
+        for arr in (slot, offsets, ids):
+            arr.setflags(write=False)
+        form = entry[3] = (masks, slot, offsets, ids)
+        return (*form, slot.nbytes + offsets.nbytes + ids.nbytes)
+
     def _compute_mask(self, s: int, q: int) -> np.ndarray:
         entry = self._table_entry(q)
         table = entry[0]
@@ -370,9 +403,19 @@ class CompiledGrammar:
                 self._table_bytes += added
                 self._trim_tables()
         compiled = native.module() if len(sel) > 1 else None
-        if compiled is not None:    # OR the chosen rows in place (no copy of them first)
+        if compiled is not None and entry[3] is None:   # a table's first mask: OR its chosen rows in C
+            entry[3] = False
             row = np.empty(self.words, dtype=np.int32)
             compiled.or_rows(row, np.ascontiguousarray(table.masks), np.array(sel, dtype=np.int64))
+        elif compiled is not None:  # later masks: dense rows, or a sparse group's ids
+            masks, slot, offsets, ids, size = self._row_form(entry, compiled)
+            if size:                # the row form was just built: account it
+                entry[2] += size
+                if self._tables.get(self._canon(q)) is entry:
+                    self._table_bytes += size
+                    self._trim_tables()
+            row = np.empty(self.words, dtype=np.int32)
+            compiled.or_groups(row, masks, np.array(sel, dtype=np.int64), slot, offsets, ids)
         elif sel:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
@@ -602,3 +645,8 @@ class GrammarMatcher:
         m.error = self.error
         m.exception = self.exception
         return m
+
+
+def _flatnonzero_i64(a: np.ndarray) -> np.ndarray:
+    """Indices of the true entries of ``a`` as int64."""
+    return np.flatnonzero(a).astype(np.int64, copy=False)
