@@ -238,6 +238,10 @@ static PyObject *native_walk(PyObject *self, PyObject *args) {
         PyObject *r = PySequence_Fast_GET_ITEM(runs_seq, k);
         if (r == Py_None) continue;
         if (get_buf(r, &runs[k], "run_ends", 4, 0)) goto done;
+        if (LEN(runs[k], 4) != LEN(flat, 8)) {
+            PyErr_SetString(PyExc_ValueError, "walk: run_ends must be as long as flat");
+            goto done;
+        }
     }
     const Py_ssize_t ROW = 257;
     const int64_t *T = trans.view.buf, *EMIT = emit.view.buf, *HUB = hub.view.buf, *FLAT = flat.view.buf,
@@ -283,7 +287,15 @@ static PyObject *native_walk(PyObject *self, PyObject *args) {
                 }
                 p = RE[p];
             }
+            if (p >= n_flat) {
+                PyErr_Format(PyExc_IndexError, "walk: token %zd runs past the flat layout", i);
+                goto done;
+            }
             int64_t b = FLAT[p];
+            if (b < 0 || b >= ROW) {
+                PyErr_Format(PyExc_ValueError, "walk: byte %lld is not in 0..256", (long long)b);
+                goto done;
+            }
             int64_t nxt = T[q * ROW + b];
             if (nxt <= dead) {
                 if (nxt < dead) { FIN[i] = -1 - nxt; break; }   /* the sentinel: the token ended */
