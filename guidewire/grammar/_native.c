@@ -29,6 +29,7 @@ static int get_buf(PyObject *obj, Buf *b, const char *name, Py_ssize_t itemsize,
     int ok = b->view.itemsize == itemsize && b->view.ndim <= 2;
     if (itemsize == 8) ok = ok && (c == 'q' || c == 'l' || c == 'Q' || c == 'L');
     else if (itemsize == 4) ok = ok && (c == 'i' || c == 'I' || c == 'l' || c == 'L');
+    else if (itemsize == 2) ok = ok && (c == 'h' || c == 'H');
     else ok = ok && (c == '?' || c == 'B' || c == 'b');
     if (!ok) {
         PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous array of %zd-byte integers, got format '%s'",
@@ -192,7 +193,7 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * walk(trans, emit, row_done, hub, busy, run_ends, flat, state, ptr, origin, ends, fin, nb, lex,
+ * walk(trans, emit, row_done, hub, busy, run_ends, flat (uint16), state, ptr, origin, ends, fin, nb, lex,
  *      pending, met_on, max_tracked, dead, start) -> (steps, n_pending)
  *
  * Walks each token from ``state[i]`` at flat position ``ptr[i]`` to ``ends[i]`` through the
@@ -223,7 +224,7 @@ static PyObject *native_walk(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *runs_seq = NULL;
     if (get_buf(o_trans, &trans, "trans", 8, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
         get_buf(o_done, &done_, "row_done", 1, 0) || get_buf(o_hub, &hub, "hub", 8, 0) ||
-        get_buf(o_busy, &busy, "busy", 1, 0) || get_buf(o_flat, &flat, "flat", 8, 0) ||
+        get_buf(o_busy, &busy, "busy", 1, 0) || get_buf(o_flat, &flat, "flat", 2, 0) ||
         get_buf(o_state, &state, "state", 8, 1) || get_buf(o_ptr, &ptr, "ptr", 8, 1) ||
         get_buf(o_origin, &origin, "origin", 8, 0) || get_buf(o_ends, &ends, "ends", 8, 0) ||
         get_buf(o_fin, &fin, "fin", 8, 1) || get_buf(o_nb, &nb, "nb", 8, 1) || get_buf(o_lex, &lex, "lex", 8, 1) ||
@@ -238,18 +239,19 @@ static PyObject *native_walk(PyObject *self, PyObject *args) {
         PyObject *r = PySequence_Fast_GET_ITEM(runs_seq, k);
         if (r == Py_None) continue;
         if (get_buf(r, &runs[k], "run_ends", 4, 0)) goto done;
-        if (LEN(runs[k], 4) != LEN(flat, 8)) {
+        if (LEN(runs[k], 4) != LEN(flat, 2)) {
             PyErr_SetString(PyExc_ValueError, "walk: run_ends must be as long as flat");
             goto done;
         }
     }
     const Py_ssize_t ROW = 257;
-    const int64_t *T = trans.view.buf, *EMIT = emit.view.buf, *HUB = hub.view.buf, *FLAT = flat.view.buf,
+    const uint16_t *FLAT = flat.view.buf;
+    const int64_t *T = trans.view.buf, *EMIT = emit.view.buf, *HUB = hub.view.buf,
                   *ORIGIN = origin.view.buf, *ENDS = ends.view.buf;
     const unsigned char *DONE = done_.view.buf, *BUSY = busy.view.buf;
     int64_t *S = state.view.buf, *P = ptr.view.buf, *FIN = fin.view.buf, *NB = nb.view.buf, *LEX = lex.view.buf;
     unsigned char *PEND = pending.view.buf;
-    Py_ssize_t n = LEN(state, 8), n_rows = LEN(trans, 8) / ROW, n_flat = LEN(flat, 8);
+    Py_ssize_t n = LEN(state, 8), n_rows = LEN(trans, 8) / ROW, n_flat = LEN(flat, 2);
     Py_ssize_t n_emit = LEN(emit, 8), n_done = LEN(done_, 1), n_hub = LEN(hub, 8), n_busy = LEN(busy, 1);
     if (LEN(ptr, 8) != n || LEN(origin, 8) != n || LEN(ends, 8) != n || LEN(fin, 8) != n || LEN(nb, 8) != n ||
         LEN(pending, 1) != n || LEN(lex, 8) != (Py_ssize_t)max_tracked * n || max_tracked < 0) {

@@ -110,7 +110,7 @@ class TokenWalker:
             pending = np.zeros(s_.size, dtype=np.uint8)
             runs = [h.run_ends if h is not None else None for h in self._hubs]
             steps, n_pending = compiled.walk(self.trans, self.emit, self._copied, self.hub, busy, runs,
-                                             self.layout.flat, s_, p_, o_, e_, f_, n_, l_, pending,
+                                             self.layout.flat16, s_, p_, o_, e_, f_, n_, l_, pending,
                                              met is not None, tuning.MAX_TRACKED_BOUNDARIES, DEAD, START)
             if idx is not None:
                 st[idx], at[idx], fin[idx], nb[idx] = s_, p_, f_, n_

@@ -51,6 +51,7 @@ class VocabLayout:
     ``raw`` is ``flat`` as bytes (each sentinel a zero byte), for fast slicing in Python.
     ``first_of_id[t]`` is the first byte of token id ``t`` (256 for special tokens and the
     padding up to a whole bitmask word); ``lens[i]`` is token ``i``'s length in bytes.
+    ``flat16`` is ``flat`` as uint16 (a quarter of the memory traffic, for the compiled walk).
     """
 
     ids: np.ndarray
@@ -66,6 +67,7 @@ class VocabLayout:
     raw: bytes
     first_of_id: np.ndarray
     lens: np.ndarray
+    flat16: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -100,8 +102,10 @@ def _build_layout(vocab) -> VocabLayout:
     first_of_id[ids] = first
     first_of_id.setflags(write=False)
     lens.setflags(write=False)
+    flat16 = flat.astype(np.uint16)
+    flat16.setflags(write=False)
     return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
-                       first_of_id, lens)
+                       first_of_id, lens, flat16)
 
 
 @dataclass(frozen=True)
