@@ -285,3 +285,54 @@ def test_switch_refuses_a_missing_module(monkeypatch):
     with pytest.raises(RuntimeError):
         native.set_enabled(True)
     assert native.module() is None or not native.available()
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 24), st.integers(1, 64))
+def test_or_of_rows_and_sparse_groups_matches_numpy(seed, n_groups, words, n_sel):
+    """``or_rows`` and ``or_groups`` (dense rows, or a sparse group's token ids from ``row_counts`` /
+    ``row_ids``) give numpy's ``bitwise_or.reduce`` of the chosen rows."""
+    rng = np.random.default_rng(seed)
+    density = rng.choice([0.001, 0.01, 0.2, 0.9], size=(n_groups, 1))
+    bits = rng.random((n_groups, words * 32)) < density
+    rows = np.packbits(bits, axis=1, bitorder="little").view(np.int32).reshape(n_groups, words)
+    sel = rng.integers(0, n_groups, n_sel).astype(np.int64)
+    want = np.bitwise_or.reduce(rows[sel], axis=0)
+    c = native.module()
+    out = np.full(words, -1, dtype=np.int32)
+    c.or_rows(out, rows, sel)
+    assert np.array_equal(out, want)
+    counts = np.zeros(n_groups, dtype=np.int64)
+    c.row_counts(rows, counts)
+    assert counts.tolist() == bits.sum(axis=1).tolist()
+    sparse = np.flatnonzero(rng.random(n_groups) < 0.5).astype(np.int64)
+    slot = np.full(n_groups, -1, dtype=np.int64)
+    slot[sparse] = np.arange(sparse.size)
+    offsets = np.zeros(sparse.size + 1, dtype=np.int64)
+    np.cumsum(counts[sparse], out=offsets[1:])
+    ids = np.empty(int(offsets[-1]), dtype=np.int32)
+    c.row_ids(rows, sparse, offsets, ids, words)
+    for k, g in enumerate(sparse.tolist()):
+        assert ids[offsets[k]:offsets[k + 1]].tolist() == np.flatnonzero(bits[g]).tolist()
+    out[:] = -1
+    c.or_groups(out, rows, sel, slot, offsets, ids)
+    assert np.array_equal(out, want)
+
+
+def test_a_tables_later_masks_use_the_sparse_form(smollm2):
+    """The second mask of a table builds its row form; masks stay equal to the reference's."""
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 3 + i % 4} for i in range(12)}}
+    g = compile_json_schema(schema, smollm2)
+    seen = 0
+    for walk in range(4):
+        got = _walk_masks(g, smollm2, random.Random(walk), 30)
+        old = native.set_enabled(False)
+        try:
+            ref = _walk_masks(compile_json_schema(schema, smollm2), smollm2, random.Random(walk), 30)
+        finally:
+            native.set_enabled(old)
+        assert len(got) == len(ref) and all(np.array_equal(x, y) for x, y in zip(got, ref))
+        seen += len(got)
+    forms = [e[3] for e in g._tables.values() if e[3]]
+    assert forms and any(f[1].max() >= 0 for f in forms), "no table got a sparse row form"
+    assert seen >= 40
