@@ -1,0 +1,61 @@
+"""The tail of MaskBench runs from their saved TBM samples: percentiles, the share of masks above 3x
+a peer's p99 and the masks over 20 / 100 ms, per run directory (``OUT/samples/tbm_us_<engine>.npy``).
+
+    python bench/maskbench_tail.py RUN_DIR [RUN_DIR ...] [--peer-run DIR] [--out FILE]
+
+The peer's p99 comes from each run's own llguidance samples, or from ``--peer-run`` for a run made
+without the peer (a previous tree on the same files, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+
+def _load(run: str, engine: str):
+    path = os.path.join(run, "samples", f"tbm_us_{engine}.npy")
+    return np.load(path) if os.path.exists(path) else None
+
+
+def tail(run: str, peer_run: str | None = None, engine: str = "guidewire", peer: str = "llguidance") -> dict:
+    """Tail statistics of ``engine``'s masks in ``run`` against ``peer``'s p99."""
+    g = _load(run, engine)
+    p = _load(run, peer)
+    if p is None and peer_run:
+        p = _load(peer_run, peer)
+    if g is None:
+        raise SystemExit(f"{run}: no samples of {engine}")
+    out = {"run": run, "masks": int(g.size)}
+    for q in (50, 90, 99, 99.5, 99.9):
+        out[f"p{q}_us"] = round(float(np.percentile(g, q)), 1)
+    out["max_us"] = round(float(g.max()), 1)
+    out["over_20ms"] = int((g > 20_000).sum())
+    out["over_100ms"] = int((g > 100_000).sum())
+    if p is not None:
+        p99 = float(np.percentile(p, 99))
+        out[f"{peer}_p99_us"] = round(p99, 1)
+        out[f"share_over_3x_{peer}_p99"] = round(float((g > 3 * p99).mean()), 5)
+        out[f"p99_ratio_to_{peer}"] = round(out["p99_us"] / p99, 3)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--peer-run", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows = [tail(r, args.peer_run) for r in args.runs]
+    text = json.dumps(rows, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
