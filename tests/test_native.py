@@ -7,6 +7,7 @@ and whole masks along random walks of real grammars and JSON Schemas with both p
 separately compiled grammars. Bad arrays get typed errors, never a crash.
 """
 
+import contextlib
 import random
 
 import numpy as np
@@ -34,14 +35,6 @@ def test_the_extension_is_built_and_on():
     assert native.module() is not None
 
 
-@pytest.fixture
-def reference():
-    """Switch the compiled path off for the body of a test."""
-    old = native.set_enabled(False)
-    yield
-    native.set_enabled(old)
-
-
 @st.composite
 def lexer_grammars(draw):
     pats = []
@@ -53,12 +46,19 @@ def lexer_grammars(draw):
     return f"start: item+\n?item: {names}\n{terms}\n"
 
 
-def _compile(text, vocab, compiled: bool):
+@contextlib.contextmanager
+def _path(compiled: bool):
+    """Run the body on the compiled path (True) or the numpy reference (False)."""
     old = native.set_enabled(compiled)
     try:
-        return compile_lark(text, vocab)
+        yield
     finally:
         native.set_enabled(old)
+
+
+def _compile(text, vocab, compiled: bool):
+    with _path(compiled):
+        return compile_lark(text, vocab)
 
 
 def _candidates(builder, q):
@@ -104,11 +104,8 @@ def test_walk_matches_the_numpy_walk(smollm2):
             cand, state, ptr, ends = _candidates(b, q)
             if not cand.size:
                 continue
-            old = native.set_enabled(False)
-            try:
+            with _path(False):
                 ref = b._walk(state.copy(), ptr.copy(), ends)
-            finally:
-                native.set_enabled(old)
             got = b._walk_compiled(native.module(), state.copy(), ptr.copy(), ends, None)
             def unlexable(i):
                 lexemes, f = walk_token(g.dfa, q, smollm2.token_bytes[int(b.layout.ids[cand[i]])])
@@ -137,11 +134,8 @@ def test_walk_builds_rows_of_a_lazy_lexer(smollm2, monkeypatch):
     bf._sync()
     cand, state, ptr, ends = _candidates(bl, START)
     got = bl._walk_compiled(native.module(), state.copy(), ptr.copy(), ends, None)
-    old = native.set_enabled(False)
-    try:
+    with _path(False):
         ref = bf._walk(state.copy(), ptr.copy(), ends)
-    finally:
-        native.set_enabled(old)
     # state numbers differ between a lazy and an eager build: compare what they mean
     live = ref[0] != DEAD
     assert np.array_equal(got[0] != DEAD, live)
@@ -220,29 +214,18 @@ def _walk_masks(g, vocab, rng, steps):
 @pytest.mark.parametrize("which", ["json", "sql", "python", "schema0", "schema1", "schema2", "schema3"])
 def test_masks_are_identical_on_both_paths(smollm2, which):
     """Random walks on grammars compiled with each path: every mask byte-identical."""
-    def build(compiled):
-        old = native.set_enabled(compiled)
-        try:
-            if which.startswith("schema"):
-                return compile_json_schema(SCHEMAS[int(which[-1])], smollm2)
-            return compile_lark(builtin_grammar(which), smollm2)
-        finally:
-            native.set_enabled(old)
+    def build():
+        if which.startswith("schema"):
+            return compile_json_schema(SCHEMAS[int(which[-1])], smollm2)
+        return compile_lark(builtin_grammar(which), smollm2)
 
     steps = 0
     for walk in range(3):
-        a = build(True)
-        old = native.set_enabled(True)
-        try:
-            got = _walk_masks(a, smollm2, random.Random(walk), 40)
-        finally:
-            native.set_enabled(old)
-        b = build(False)
-        old = native.set_enabled(False)
-        try:
-            ref = _walk_masks(b, smollm2, random.Random(walk), 40)
-        finally:
-            native.set_enabled(old)
+        runs = []
+        for compiled in (True, False):
+            with _path(compiled):
+                runs.append(_walk_masks(build(), smollm2, random.Random(walk), 40))
+        got, ref = runs
         assert len(got) == len(ref)
         for x, y in zip(got, ref):
             assert np.array_equal(x, y)
@@ -326,11 +309,8 @@ def test_a_tables_later_masks_use_the_sparse_form(smollm2):
     seen = 0
     for walk in range(4):
         got = _walk_masks(g, smollm2, random.Random(walk), 30)
-        old = native.set_enabled(False)
-        try:
+        with _path(False):
             ref = _walk_masks(compile_json_schema(schema, smollm2), smollm2, random.Random(walk), 30)
-        finally:
-            native.set_enabled(old)
         assert len(got) == len(ref) and all(np.array_equal(x, y) for x, y in zip(got, ref))
         seen += len(got)
     forms = [e[3] for e in g._tables.values() if e[3]]
