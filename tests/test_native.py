@@ -244,6 +244,8 @@ def test_bad_arrays_get_typed_errors():
         c.sweep(off, lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [5])
     with pytest.raises(ValueError):
         c.sweep(off, np.array([200], dtype=np.int64), np.array([300], dtype=np.int64), dst.astype(np.int64), [0])
+    with pytest.raises(ValueError):   # offsets past the edge arrays
+        c.sweep(np.array([0, 5], dtype=np.int64), lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [0])
     z = np.zeros(3, dtype=np.int64)
     with pytest.raises(ValueError):
         c.group(z, z, np.zeros(5, dtype=np.int64), z, z, np.zeros(12, dtype=np.int64), 2)
@@ -316,3 +318,27 @@ def test_a_tables_later_masks_use_the_sparse_form(smollm2):
     forms = [e[3] for e in g._tables.values() if e[3]]
     assert forms and any(f[1].max() >= 0 for f in forms), "no table got a sparse row form"
     assert seen >= 40
+
+
+def test_walk_refuses_bad_positions_and_layouts():
+    c = native.module()
+    trans = np.zeros(2 * 257, dtype=np.int64)
+    trans[257 + 256] = -2                     # state 1 ends a token on the sentinel
+    emit, hub = np.full(2, -1, dtype=np.int64), np.full(2, -1, dtype=np.int64)
+    done, busy = np.ones(2, dtype=bool), np.zeros(2, dtype=bool)
+    flat = np.array([97, 256], dtype=np.uint16)
+
+    def walk(ptr, ends, flat=flat):
+        one = np.ones(1, dtype=np.int64)
+        return c.walk(trans, emit, done, hub, busy, [], flat, one.copy(), np.array([ptr], dtype=np.int64),
+                      np.zeros(1, dtype=np.int64), np.array([ends], dtype=np.int64), np.zeros(1, dtype=np.int64),
+                      np.zeros(1, dtype=np.int64), np.full(2, -1, dtype=np.int64), np.zeros(1, dtype=np.uint8),
+                      False, 2, 0, 1)
+
+    assert walk(1, 1) == (1, 0)              # one step: the sentinel
+    with pytest.raises(IndexError):
+        walk(5, 1)
+    with pytest.raises(IndexError):
+        walk(1, 2)                           # an end past the layout
+    with pytest.raises(TypeError):           # the layout must be uint16
+        walk(1, 1, flat.astype(np.int64))

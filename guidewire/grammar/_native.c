@@ -92,6 +92,10 @@ static PyObject *native_sweep(PyObject *self, PyObject *args) {
             PyErr_Format(PyExc_IndexError, "sweep: NFA state %ld out of range", s);
             goto done;
         }
+        if (OFF[s] < 0 || OFF[s] > OFF[s + 1] || OFF[s + 1] > n_edges_all) {
+            PyErr_Format(PyExc_ValueError, "sweep: bad edge offsets of NFA state %ld", s);
+            goto done;
+        }
         for (int64_t e = OFF[s]; e < OFF[s + 1]; e++) {
             int64_t a = LO[e], b = END[e];
             if (a < 0 || b > 256 || a >= b) {
@@ -267,7 +271,7 @@ static PyObject *native_walk(PyObject *self, PyObject *args) {
         int64_t q = S[i], p = P[i], count = NB[i];
         const int64_t org = ORIGIN[i], e_end = ENDS[i];
         PEND[i] = 0;
-        if (p < 0 || e_end > n_flat || p > e_end || org < 0 || org >= n_flat) {
+        if (p < 0 || e_end >= n_flat || p > e_end || org < 0 || org >= n_flat) {
             PyErr_Format(PyExc_IndexError, "walk: token %zd: bad position", i);
             goto done;
         }
