@@ -115,8 +115,9 @@ def validate_json_output(schema, result: GenerationResult):
             first = str(exc).splitlines()
             raise OutputValidationError(f"output fails the Pydantic model: {' '.join(first[:3])}",
                                         result) from None
-    import jsonschema
+    from .core.lazydeps import import_jsonschema
 
+    jsonschema = import_jsonschema()
     schema_dict = _schema_dict(schema)
     cls = jsonschema.validators.validator_for(schema_dict)
     validator = cls(schema_dict, format_checker=cls.FORMAT_CHECKER)

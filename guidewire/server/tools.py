@@ -97,7 +97,9 @@ def _not_starting_with(prefix: str) -> str:
 
 def _validator(root):
     """``check(subschema, value)`` for the schema builder's enum/const filtering (``jsonschema``)."""
-    from jsonschema import validators
+    from ..core.lazydeps import import_jsonschema
+
+    validators = import_jsonschema().validators
 
     cls = validators.validator_for(root)
     base = cls(root, format_checker=cls.FORMAT_CHECKER)

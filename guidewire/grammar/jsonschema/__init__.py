@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ...core.errors import UnsatisfiableGrammarError
+from ...core.lazydeps import import_jsonschema
 from .emit import SchemaGrammarBuilder
 from .flatten import Flattener
 from .resolve import Resolver, SchemaError, draft_of, load_schema
@@ -91,7 +92,7 @@ def _validator(root, flattener):
     use a check to *drop* values or cases, so keeping one over-approximates).
     """
     try:
-        from jsonschema import validators
+        validators = import_jsonschema().validators
     except ImportError:  # pragma: no cover - jsonschema is a dependency
         return None
     try:
