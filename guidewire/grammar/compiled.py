@@ -341,6 +341,15 @@ class CompiledGrammar:
             parts = entry[1] = [[lexemes, members, {}] for lexemes, members in by.items()]
         return parts
 
+    def _account(self, entry: list, q: int, size: int) -> None:
+        """Add ``size`` bytes built for the table ``entry`` of lexer state ``q`` to its bound
+        (and to the table cache's, while the entry is still cached)."""
+        if size:
+            entry[2] += size
+            if self._tables.get(self._canon(q)) is entry:
+                self._table_bytes += size
+                self._trim_tables()
+
     def _row_form(self, entry: list, compiled) -> tuple:
         """A table's group rows as the compiled OR reads them: ``(masks, slot, offsets, ids, new bytes)``.
 
@@ -359,7 +368,7 @@ class CompiledGrammar:
         counts = np.zeros(n, dtype=np.int64)
         if n:
             compiled.row_counts(masks, counts)
-        sparse = _flatnonzero_i64(counts < max(1, self.words // SPARSE_ROW_DIVISOR))
+        sparse = np.flatnonzero(counts < max(1, self.words // SPARSE_ROW_DIVISOR)).astype(np.int64, copy=False)
         slot = np.full(n, -1, dtype=np.int64)
         slot[sparse] = np.arange(sparse.size)
         offsets = np.zeros(sparse.size + 1, dtype=np.int64)
@@ -397,11 +406,7 @@ class CompiledGrammar:
                 chosen = picks[x] = [g for alive, g in members if alive & x]
                 added += PICK_BYTES + 8 * len(chosen)
             sel += chosen
-        if added:
-            entry[2] += added
-            if self._tables.get(self._canon(q)) is entry:   # still cached: account it
-                self._table_bytes += added
-                self._trim_tables()
+        self._account(entry, q, added)
         compiled = native.module() if len(sel) > 1 else None
         if compiled is not None and entry[3] is None:   # a table's first mask: OR its chosen rows in C
             entry[3] = False
@@ -409,11 +414,7 @@ class CompiledGrammar:
             compiled.or_rows(row, np.ascontiguousarray(table.masks), np.array(sel, dtype=np.int64))
         elif compiled is not None:  # later masks: dense rows, or a sparse group's ids
             masks, slot, offsets, ids, size = self._row_form(entry, compiled)
-            if size:                # the row form was just built: account it
-                entry[2] += size
-                if self._tables.get(self._canon(q)) is entry:
-                    self._table_bytes += size
-                    self._trim_tables()
+            self._account(entry, q, size)   # nonzero when the row form was just built
             row = np.empty(self.words, dtype=np.int32)
             compiled.or_groups(row, masks, np.array(sel, dtype=np.int64), slot, offsets, ids)
         elif sel:
@@ -645,8 +646,3 @@ class GrammarMatcher:
         m.error = self.error
         m.exception = self.exception
         return m
-
-
-def _flatnonzero_i64(a: np.ndarray) -> np.ndarray:
-    """Indices of the true entries of ``a`` as int64."""
-    return np.flatnonzero(a).astype(np.int64, copy=False)

@@ -234,17 +234,15 @@ class ByteDFA:
                     stop.add(tid)
         movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)] if stop else nfa_set
         compiled = native.module()
-        if compiled is not None:
+        if compiled is not None:    # the runs in C (cheap), charged before any state is interned
             runs, n_edges = compiled.sweep(*self._edges_np(), movers)
-            if self.fuel is not None:
-                self.fuel.spend(1 + n_edges)
-            self.trans[sid] = self._row_of_runs(runs)
-            self.row_done[sid] = True
-            return
-        n_edges = sum(len(edges[x]) for x in movers)
+        else:
+            n_edges = sum(len(edges[x]) for x in movers)
         if self.fuel is not None:
             self.fuel.spend(1 + n_edges)
-        if n_edges > SWEEP_EDGES:
+        if compiled is not None:
+            row = self._row_of_runs(runs)
+        elif n_edges > SWEEP_EDGES:
             row = self._sweep_numpy(movers)
         else:
             row = self._sweep(movers)
@@ -252,8 +250,8 @@ class ByteDFA:
         self.row_done[sid] = True
 
     def _row_of_runs(self, runs) -> np.ndarray:
-        """A row from ``(first, stop, targets)`` runs in ascending byte order (the compiled sweep's
-        answer), interning new states in that order, as both sweeps below do."""
+        """A row from ``(first, stop, targets)`` runs in ascending byte order (what every sweep
+        computes), interning new states in that order."""
         row = np.zeros(256, dtype=np.int32)
         cache = self._target_cache
         for a, b, key in runs:
@@ -275,8 +273,7 @@ class ByteDFA:
             for lo, hi, t in edges[s]:
                 opens.setdefault(lo, []).append(t)
                 closes.setdefault(hi + 1, []).append(t)
-        row = np.zeros(256, dtype=np.int32)
-        cache = self._target_cache
+        runs = []
         active: dict[int, int] = {}
         points = sorted(opens.keys() | closes.keys())
         for i, p in enumerate(points[:-1]):
@@ -288,12 +285,8 @@ class ByteDFA:
             for t in opens.get(p, ()):
                 active[t] = active.get(t, 0) + 1
             if active:
-                key = tuple(sorted(active))
-                nid = cache.get(key)
-                if nid is None:
-                    nid = cache[key] = self._intern(self._closure(key))
-                row[p:points[i + 1]] = nid
-        return row
+                runs.append((p, points[i + 1], tuple(sorted(active))))
+        return self._row_of_runs(runs)
 
     def _edges_np(self) -> tuple[np.ndarray, ...]:
         """All NFA edges as arrays: per-state offsets, range starts, range ends (exclusive), targets."""
@@ -327,17 +320,10 @@ class ByteDFA:
         ranges, targets = np.divmod(keys, span)
         heads = np.flatnonzero(np.concatenate(([True], ranges[1:] != ranges[:-1])))
         bounds = np.append(heads, keys.size).tolist()
-        row = np.zeros(256, dtype=np.int32)
-        cache = self._target_cache
         targets = targets.tolist()
         pts = points.tolist()
-        for j, k in enumerate(ranges.take(heads).tolist()):
-            key = tuple(targets[bounds[j]:bounds[j + 1]])
-            nid = cache.get(key)
-            if nid is None:
-                nid = cache[key] = self._intern(self._closure(key))
-            row[pts[k]:pts[k + 1]] = nid
-        return row
+        return self._row_of_runs([(pts[k], pts[k + 1], tuple(targets[bounds[j]:bounds[j + 1]]))
+                                  for j, k in enumerate(ranges.take(heads).tolist())])
 
     def ensure_rows(self, states: np.ndarray) -> None:
         """Make sure the rows of all ``states`` are computed (vectorised check)."""
