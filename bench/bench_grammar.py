@@ -8,12 +8,14 @@ per grammar state, so later passes are mostly memo hits while a peer may recompu
 pass (the first replay right after a fresh compile: every state reached for the first time in
 this grammar) and the WARM passes (the replays after it) are reported apart, per engine:
 per-step mask time p50/p90/p99/max, and guidewire's ratios to each peer, cold vs cold and warm vs
-warm. Also printed: first compile (tokenizer parts included) and a repeated compile. "Cold" is
+warm. guidewire's compile includes the token tables ``compile_lark`` precomputes within its budget
+(``--precompute SECONDS``; 0 = every table built lazily by the cold pass), and the summary is printed.
+Also printed: first compile (tokenizer parts included) and a repeated compile. "Cold" is
 cold per grammar, not per process: tokenizer-level tables built by an earlier grammar in the same
 run are reused (run one grammar per process with ``--grammars`` to see that too).
 
     python bench/bench_grammar.py [--vocab smollm2|gemma3] [--grammars json,sql] [--repeat 3]
-        [--out bench/results/grammar.json]
+        [--precompute SECONDS] [--out bench/results/grammar.json]
 """
 
 from __future__ import annotations
@@ -69,10 +71,11 @@ def _passes(sequences, repeat, walk):
     return out
 
 
-def run_guidewire(grammar_text, vocab, sequences, repeat):
+def run_guidewire(grammar_text, vocab, sequences, repeat, precompute=None):
     t = time.perf_counter()
-    g = compile_lark(grammar_text, vocab)
+    g = compile_lark(grammar_text, vocab, precompute=precompute)
     first = time.perf_counter() - t
+    pre = g.precomputed
     bm = allocate_token_bitmask(1, vocab.vocab_size)
 
     def walk(seq):
@@ -87,9 +90,9 @@ def run_guidewire(grammar_text, vocab, sequences, repeat):
 
     passes = _passes(sequences, repeat, walk)
     t = time.perf_counter()  # after the walks, so a shared cache could not warm them
-    compile_lark(grammar_text, vocab)
+    compile_lark(grammar_text, vocab, precompute=precompute)
     warm = time.perf_counter() - t
-    return first, warm, passes
+    return first, warm, passes, pre
 
 
 def run_llguidance(grammar_text, hf_tok, vocab_size, sequences, repeat):
@@ -153,8 +156,9 @@ def run_xgrammar(kind, hf_tok, vocab_size, sequences, repeat):
     return tok_time + warm, warm, _passes(sequences, repeat, walk)
 
 
-def _row(first, warm, passes, **extra):
-    row = {"compile_first_ms": first * 1e3, "compile_warm_ms": warm * 1e3, "mask_us_cold": _pct(passes[0])}
+def _row(first, warm, passes, precomputed=None, **extra):
+    row = {"precomputed": precomputed} if precomputed is not None else {}
+    row |= {"compile_first_ms": first * 1e3, "compile_warm_ms": warm * 1e3, "mask_us_cold": _pct(passes[0])}
     if len(passes) > 1:
         row["mask_us_warm"] = _pct([t for p in passes[1:] for t in p])
     row.update(extra)
@@ -179,6 +183,11 @@ def _print_table(name, vocab_name, rows, n_steps, repeat):
             print(f"{eng:<11} {kind:<5} {comp} {mu['p50']:9.1f} {mu['p90']:9.1f} {mu['p99']:10.1f} "
                   f"{mu['max']:10.1f}")
     gw = rows["guidewire"]
+    pre = gw.get("precomputed")
+    if pre:
+        print(f"guidewire's compile includes precomputed token tables: {pre['tables']} of {pre['classes']} lexer "
+              f"state classes in {pre['seconds'] * 1e3:.1f} ms, {pre['bytes'] / 2**20:.1f} MiB"
+              f"{'' if pre['complete'] else ', stopped: ' + str(pre['stopped'])}")
     for eng, r in rows.items():
         if eng == "guidewire" or "error" in r:
             continue
@@ -195,6 +204,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3, help="passes over the inputs (1 cold + the rest warm)")
     ap.add_argument("--grammars", default="json,sql", help="comma-separated, from json,sql")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--precompute", type=float, default=None,
+                    help="guidewire's compile-time table budget in seconds (default: compile_lark's; 0 = lazy)")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -216,7 +227,7 @@ def main(argv=None):
     for name in wanted:
         text, inputs = workloads[name]
         seqs = [hf_tok.encode(s, add_special_tokens=False) for s in inputs]
-        rows = {"guidewire": _row(*run_guidewire(text, vocab, seqs, args.repeat))}
+        rows = {"guidewire": _row(*run_guidewire(text, vocab, seqs, args.repeat, args.precompute))}
         try:
             rows["llguidance"] = _row(*run_llguidance(text, hf_tok, vocab.vocab_size, seqs, args.repeat))
         except Exception as exc:  # a peer missing or failing is reported, not fatal

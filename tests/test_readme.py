@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 8 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 9 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -115,6 +115,12 @@ def test_python_blocks_without_model_run():
             assert namespace["g"].matcher() is not None
             assert native.module() is not None or not native.available()
             continue
+        if ".precompute(" in code:   # the compile-time tables block
+            g, lazy = namespace["g"], namespace["lazy"]
+            assert g.precomputed["complete"] and g.precomputed["tables"] > 10 and lazy.precomputed is None
+            assert g.stats()["token_tables"] > lazy.stats()["token_tables"] == 1
+            assert namespace["schema"].stats()["token_tables"] > 1
+            continue
         if "compile_lark" in code:
             assert namespace["m2"].num_tokens == namespace["m"].num_tokens == 1
             assert len(namespace["allowed"]) > 0
@@ -127,7 +133,7 @@ def test_python_blocks_without_model_run():
             assert g.matcher().advance(g.vocab.token_bytes.index(b"a"))
         if "compile_python" in code:
             _check_python_grammar(namespace["g"])
-    assert ran == 5
+    assert ran == 6
 
 
 def _check_python_grammar(g) -> None:

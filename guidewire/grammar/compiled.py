@@ -26,6 +26,7 @@ from ..core.vocab import Vocab
 from . import native
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
+from .precompute import PRECOMPUTE_SECONDS, precompute_tables
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 __all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
@@ -100,6 +101,7 @@ class CompiledGrammar:
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
+        self.precomputed: dict | None = None    # precompute()'s summary when compile_lark ran it
         self._builder = TableBuilder(dfa, vocab, lookup=_weak_call(self._table))
         self._rep = self._lexer_classes()
         self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
@@ -211,6 +213,12 @@ class CompiledGrammar:
         with self._lock:
             self._fuel.refill()
             return self._table(q)
+
+    def precompute(self, seconds: float = PRECOMPUTE_SECONDS, *, max_bytes: int | None = None) -> dict:
+        """Build token tables ahead of the first masks, ``START`` first, within ``seconds`` of wall
+        time and ``max_bytes`` of tables (see :func:`~guidewire.grammar.precompute.precompute_tables`,
+        whose summary it returns). Masks are the same with or without it."""
+        return precompute_tables(self, seconds, max_bytes)
 
     def _table(self, q: int) -> TokenTable:
         return self._table_entry(q)[0]

@@ -18,6 +18,7 @@ from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
 from .lexer import ByteDFA, Terminal, _reachable
+from .precompute import default_seconds
 from .fragments import STORE, FragmentFacts, analyse, capture, splice
 from .regex import NFA, RegexFragment, compile_into, literal_into, parse
 
@@ -156,8 +157,14 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
                     allow_nullable=True)
 
 
-def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> CompiledGrammar:
+def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start",
+                 precompute: float | None = None) -> CompiledGrammar:
     """Compile Lark EBNF text. Syntax errors raise :class:`GrammarSyntaxError` with line/column.
+
+    ``precompute`` is the wall-clock budget in seconds for building token tables before the first
+    mask (a fixed grammar is compiled once and shared; see :mod:`guidewire.grammar.precompute`):
+    None takes the default (``GUIDEWIRE_PRECOMPUTE_SECONDS``, else 1 s), 0 leaves every table lazy.
+    The summary of what was built is the grammar's ``precomputed`` attribute.
 
     A grammar that declares (``%declare``) ``_NEWLINE``, ``_INDENT`` and ``_DEDENT`` is indentation-
     sensitive: they come from line breaks and the whitespace after them, as Python's tokenizer
@@ -171,8 +178,13 @@ def compile_lark(grammar_text: str, vocab: Vocab, *, start: str = "start") -> Co
             raise GrammarSyntaxError(
                 f"%declare supports exactly {', '.join(INDENT_TERMINALS)} (an indentation-sensitive "
                 f"grammar); got {', '.join(sorted(declared))}", *_locate(grammar_text, "%declare"))
-        return compile_indented(specs, rules, start_id, nt_names, vocab, source=grammar_text)
-    return assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+        grammar = compile_indented(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+    else:
+        grammar = assemble(specs, rules, start_id, nt_names, vocab, source=grammar_text)
+    seconds = default_seconds() if precompute is None else precompute
+    if seconds:
+        grammar.precomputed = grammar.precompute(seconds)
+    return grammar
 
 
 def _lark_to_bnf(grammar_text: str, start: str = "start"):
