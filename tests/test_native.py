@@ -342,3 +342,53 @@ def test_walk_refuses_bad_positions_and_layouts():
         walk(1, 2)                           # an end past the layout
     with pytest.raises(TypeError):           # the layout must be uint16
         walk(1, 1, flat.astype(np.int64))
+
+
+def _reps(label):
+    """The smallest state id of each state's class: equal arrays = equal partitions."""
+    label = np.asarray(label)
+    first = np.full(int(label.max()) + 1, label.size, dtype=np.int64)
+    np.minimum.at(first, label, np.arange(label.size))
+    return first[label]
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 70), st.integers(1, 6), st.integers(1, 4),
+       st.one_of(st.none(), st.integers(0, 10)))
+def test_refine_matches_the_numpy_refinement(seed, n, k, n_labels, depth):
+    """Moore refinement in C: the same partition as the numpy refinement (hashed and checked),
+    with and without a round bound, on random DFAs."""
+    from guidewire.grammar.lexer import ByteDFA, _refine_exact
+
+    rng = np.random.default_rng(seed)
+    trans = rng.integers(0, n, size=(n, k)).astype(np.int32)
+    if rng.random() < 0.5:   # chains and loops, like counters, so refinement takes many rounds
+        trans[:, 0] = np.minimum(np.arange(n) + 1, n - 1)
+    label0 = rng.integers(0, n_labels, size=n).astype(np.int64) * 7 + 3
+    got = np.empty(n, dtype=np.int64)
+    classes, stable = native.module().refine(label0, trans, -1 if depth is None else depth, got)
+    ref, ref_classes = ByteDFA._refine_numpy(label0, trans, depth)
+    assert classes == ref_classes == np.unique(got).size
+    assert np.array_equal(_reps(got), _reps(ref))
+    if depth is None:
+        assert stable and np.array_equal(_reps(got), _reps(_refine_exact(label0, trans)[0]))
+
+
+def test_refine_refuses_bad_arrays():
+    refine = native.module().refine
+    out = np.empty(3, dtype=np.int64)
+    label = np.zeros(3, dtype=np.int64)
+    with pytest.raises(IndexError, match="out of range"):
+        refine(label, np.array([[0], [1], [3]], dtype=np.int32), -1, out)
+    with pytest.raises(ValueError, match="differ in length"):
+        refine(label, np.zeros((3, 2), dtype=np.int32), -1, np.empty(2, dtype=np.int64))
+    with pytest.raises(TypeError, match="4-byte"):
+        refine(label, np.zeros((3, 2), dtype=np.int64), -1, out)
+    with pytest.raises((TypeError, ValueError, BufferError)):   # a read-only output
+        refine(label, np.zeros((3, 2), dtype=np.int32), -1, _read_only(out))
+
+
+def _read_only(a):
+    a = a.copy()
+    a.setflags(write=False)
+    return a

@@ -376,6 +376,26 @@ class ByteDFA:
         label0 = np.array([index.setdefault(pair, len(index)) for pair in zip(self.emit, self.alive)],
                           dtype=np.int64)
         label0[DEAD] = len(index)  # the dead state is never equivalent to a live one
+        compiled = native.module()
+        if compiled is not None:   # exact refinement in C: no hashes, so no collision to check
+            label = np.empty(n, dtype=np.int64)
+            n_classes, _stable = compiled.refine(label0, np.ascontiguousarray(trans, dtype=np.int32),
+                                                 -1 if depth is None else depth, label)
+        else:
+            label, n_classes = self._refine_numpy(label0, trans, depth)
+        first = np.full(n_classes, n, dtype=np.int64)
+        np.minimum.at(first, label, np.arange(n))
+        if prefer is not None and prefer[:n].any():
+            picked = np.flatnonzero(prefer[:n])
+            best = np.full(n_classes, n, dtype=np.int64)
+            np.minimum.at(best, label[picked], picked)
+            first = np.where(best < n, best, first)
+        return first[label]
+
+    @staticmethod
+    def _refine_numpy(label0: np.ndarray, trans: np.ndarray, depth: int | None) -> tuple[np.ndarray, int]:
+        """Moore refinement in numpy (row hashes, checked; the reference of the C ``refine``)."""
+        n = label0.size
         label, n_classes, stable = _refine_hashed(label0, trans, depth)
         if stable:
             sig = np.concatenate([label0[:, None], label[trans]], axis=1)
@@ -388,14 +408,7 @@ class ByteDFA:
                     label, n_classes, _ = _refine_hashed(label0, trans, depth, checked=True)
         else:  # stopped at the depth bound (long counters): redo with every round checked
             label, n_classes, _ = _refine_hashed(label0, trans, depth, checked=True)
-        first = np.full(n_classes, n, dtype=np.int64)
-        np.minimum.at(first, label, np.arange(n))
-        if prefer is not None and prefer[:n].any():
-            picked = np.flatnonzero(prefer[:n])
-            best = np.full(n_classes, n, dtype=np.int64)
-            np.minimum.at(best, label[picked], picked)
-            first = np.where(best < n, best, first)
-        return first[label]
+        return label, n_classes
 
 
 def _refine_hashed(label: np.ndarray, trans: np.ndarray, rounds: int | None = None,
