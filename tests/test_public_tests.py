@@ -95,3 +95,26 @@ def test_input_output_blocks_and_for_sentences():
         "assert (g([7], 1)) == ([7])",
         "assert (g([9], 0)) == (True)",
     ]  # "For n = 3": one input for two parameters, not a call
+
+
+def test_assert_statements_of_mbpp_style_tasks():
+    """A task whose tests are ``assert`` lines: each kept (stdlib modules imported), checked in the
+    sandbox on a right and a wrong solution; lines with free names are skipped."""
+    prompt = '''Write a function to find the area of a circle, and whether a list is sorted.
+assert math.isclose(area(2), 12.566, rel_tol=0.001)
+assert area(0) == 0
+assert is_sorted([1, 2, 2])
+assert not is_sorted([3, 1])
+assert all(is_sorted(list(range(k))) for k in range(4))
+assert is_sorted(xs)
+'''
+    area = parse_public_tests(prompt, "area")
+    srt = parse_public_tests(prompt, "is_sorted")
+    assert area == ["import math; assert math.isclose(area(2), 12.566, rel_tol=0.001)", "assert area(0) == 0"]
+    assert len(srt) == 3 and all("xs" not in t for t in srt)
+    good = "import math\ndef area(r):\n    return math.pi * r * r\ndef is_sorted(a):\n    return a == sorted(a)\n"
+    bad = "def area(r):\n    return 3 * r * r\ndef is_sorted(a):\n    return True\n"
+    run = run_tests(good, area + srt)
+    assert run.passed == run.total == 5, run
+    run = run_tests(bad, area + srt)
+    assert run.total == 5 and run.passed == 3, run   # area(2) is 12, not 12.566; [3, 1] is not sorted

@@ -9,7 +9,10 @@ keyword when they are the function's parameter names, else positionally when the
 parameter. Each becomes ``assert <call> == <expected>`` (a float tolerance for float literals,
 ``is None`` for an empty doctest output; a bare ``true`` / ``false`` is read as a bool). Examples
 whose call or expected value is not a closed Python expression (free names such as ``n``) are
-skipped. The hidden ``check()`` of a benchmark is never read here.
+skipped. A line that is itself an ``assert`` statement calling the function (MBPP-style tasks:
+``assert f(2) == 4``, ``assert not f([])``, ``assert math.isclose(f(2), 12.56, rel_tol=1e-3)``) is
+kept as it is, with an ``import`` for each standard-library module it names. The hidden ``check()``
+of a benchmark is never read here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import ast
 import builtins
 import io
 import re
+import sys
 import tokenize
 
 _ARROWS = re.compile(r"\s*(?:==>|==|➞|=>|->|#\s*returns?|should\s+return|returns?|return)\s*")
@@ -116,12 +120,33 @@ def parse_public_tests(prompt: str, entry_point: str) -> list[str]:
             if t:
                 tests.append(t)
         elif entry_point + "(" in s:
-            t = _prose_example(s, entry_point)
+            t = _assert_statement(s, entry_point) or _prose_example(s, entry_point)
             if t:
                 tests.append(t)
         i += 1
     seen: set[str] = set()
     return [t for t in tests if not (t in seen or seen.add(t))]
+
+
+def _assert_statement(line: str, entry_point: str) -> str | None:
+    """``line`` when it is one ``assert`` statement whose test calls ``entry_point`` and reads no
+    free name but builtins and standard-library modules (imported in front of it), else None."""
+    text = _uncomment(line).strip()
+    if not text.startswith("assert"):
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert) or not _calls(tree.body[0].test, entry_point):
+        return None
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    bound = {n.id for n in names if isinstance(n.ctx, ast.Store)}   # comprehension variables
+    free = {n.id for n in names if isinstance(n.ctx, ast.Load)} - bound - {entry_point}
+    modules = sorted(x for x in free if not hasattr(builtins, x) and x in sys.stdlib_module_names)
+    if any(not hasattr(builtins, x) and x not in modules for x in free):
+        return None
+    return "; ".join([f"import {m}" for m in modules] + [ast.unparse(tree.body[0])])
 
 
 def _prose_example(line: str, entry_point: str) -> str | None:
