@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     Py_buffer view;
@@ -614,6 +615,300 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, start_set, limit, max_states,
+ *             seconds) -> (sets, rows, n_rows, stopped)
+ *
+ * Subset construction of a fresh lexer DFA, as ByteDFA.build_all does it in Python: states are
+ * processed in id order (0 = DEAD = the empty set, 1 = START = ``start_set``), each row's byte
+ * ranges in ascending order, and a new NFA-state set (the epsilon closure, through live states
+ * only, of a range's targets) gets the next id, so the numbering is the Python one. A state
+ * holding the accepting NFA state of a lazy terminal (lazy_tid[s] >= 0) does not move that
+ * terminal's NFA states. Edges as in sweep; epsilon moves: state s owns eps_dst[eps_off[s] ..
+ * eps_off[s+1]-1]. ``sets``: the NFA sets of the states after START, sorted tuples in id order;
+ * ``rows``: bytes of n_rows x 256 int32 (the rows of states 0 .. n_rows-1); ``stopped``: None,
+ * "limit" (a state numbered ``limit`` would need its row), "states" (more than ``max_states``
+ * states interned) or "seconds" (past the wall-clock budget; < 0: none).
+ */
+typedef struct {
+    int64_t *pool; size_t pool_len, pool_cap;        /* members of every set, back to back */
+    int64_t *off; int64_t *len; size_t n, cap;        /* per state: its slice of the pool */
+    int64_t *table; size_t tcap;                      /* open addressing: state ids, -1 empty */
+} SetIndex;
+
+static uint64_t hash_set(const int64_t *m, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)m[i]) * 0x100000001B3ull;
+    return h ^ (h >> 31);
+}
+
+static int set_index_grow(SetIndex *x) {
+    size_t tcap = x->tcap ? x->tcap * 2 : 1024;
+    int64_t *t = malloc(sizeof(int64_t) * tcap);
+    if (!t) return -1;
+    for (size_t i = 0; i < tcap; i++) t[i] = -1;
+    for (size_t id = 0; id < x->n; id++) {
+        uint64_t h = hash_set(x->pool + x->off[id], x->len[id]) & (tcap - 1);
+        while (t[h] >= 0) h = (h + 1) & (tcap - 1);
+        t[h] = (int64_t)id;
+    }
+    free(x->table);
+    x->table = t;
+    x->tcap = tcap;
+    return 0;
+}
+
+/* the id of the set m[0..n-1] (sorted), interning it when new; -1 on memory failure */
+static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
+    if ((x->n + 1) * 2 > x->tcap && set_index_grow(x) < 0) return -1;
+    uint64_t h = hash_set(m, n) & (x->tcap - 1);
+    while (x->table[h] >= 0) {
+        int64_t id = x->table[h];
+        if (x->len[id] == n && memcmp(x->pool + x->off[id], m, sizeof(int64_t) * (size_t)n) == 0) return id;
+        h = (h + 1) & (x->tcap - 1);
+    }
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 256;
+        int64_t *o = realloc(x->off, sizeof(int64_t) * cap), *l;
+        if (!o) return -1;
+        x->off = o;
+        l = realloc(x->len, sizeof(int64_t) * cap);
+        if (!l) return -1;
+        x->len = l;
+        x->cap = cap;
+    }
+    if (x->pool_len + (size_t)n > x->pool_cap) {
+        size_t cap = x->pool_cap ? x->pool_cap : 4096;
+        while (cap < x->pool_len + (size_t)n) cap *= 2;
+        int64_t *p = realloc(x->pool, sizeof(int64_t) * cap);
+        if (!p) return -1;
+        x->pool = p;
+        x->pool_cap = cap;
+    }
+    memcpy(x->pool + x->pool_len, m, sizeof(int64_t) * (size_t)n);
+    x->off[x->n] = (int64_t)x->pool_len;
+    x->len[x->n] = n;
+    x->pool_len += (size_t)n;
+    x->table[h] = (int64_t)x->n;
+    return (int64_t)x->n++;
+}
+
+static PyObject *native_determinize(PyObject *self, PyObject *args) {
+    PyObject *o_off, *o_lo, *o_end, *o_dst, *o_eoff, *o_edst, *o_live, *o_owner, *o_lazy, *o_start;
+    Py_ssize_t limit, max_states;
+    double seconds;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnnd", &o_off, &o_lo, &o_end, &o_dst, &o_eoff, &o_edst, &o_live,
+                          &o_owner, &o_lazy, &o_start, &limit, &max_states, &seconds))
+        return NULL;
+    Buf off = {0}, lo = {0}, end = {0}, dst = {0}, eoff = {0}, edst = {0}, live = {0}, owner = {0}, lazy = {0},
+        start = {0};
+    PyObject *result = NULL, *sets = NULL, *rows_obj = NULL;
+    SetIndex X = {0};
+    int32_t *rows = NULL;
+    size_t rows_cap = 0;
+    uint32_t *mark = NULL;
+    int64_t *stack = NULL, *members = NULL, *cnt = NULL, *pos = NULL, *tgt = NULL, *movers = NULL, *stops = NULL;
+    size_t tgt_cap = 0, members_cap = 0, movers_cap = 0;
+    if (get_buf(o_off, &off, "offsets", 8, 0) || get_buf(o_lo, &lo, "lo", 8, 0) || get_buf(o_end, &end, "end", 8, 0) ||
+        get_buf(o_dst, &dst, "dst", 8, 0) || get_buf(o_eoff, &eoff, "eps_off", 8, 0) ||
+        get_buf(o_edst, &edst, "eps_dst", 8, 0) || get_buf(o_live, &live, "live", 1, 0) ||
+        get_buf(o_owner, &owner, "owner", 8, 0) || get_buf(o_lazy, &lazy, "lazy_tid", 8, 0) ||
+        get_buf(o_start, &start, "start_set", 8, 0))
+        goto done;
+    const int64_t *OFF = off.view.buf, *LO = lo.view.buf, *END = end.view.buf, *DST = dst.view.buf;
+    const int64_t *EOFF = eoff.view.buf, *EDST = edst.view.buf, *OWN = owner.view.buf, *LAZY = lazy.view.buf;
+    const int64_t *ST = start.view.buf;
+    const unsigned char *LIVE = live.view.buf;
+    Py_ssize_t n_nfa = LEN(off, 8) - 1, n_edges = LEN(lo, 8), n_eps = LEN(edst, 8);
+    if (n_nfa < 0 || LEN(end, 8) != n_edges || LEN(dst, 8) != n_edges || LEN(eoff, 8) != n_nfa + 1 ||
+        LEN(live, 1) != n_nfa || LEN(owner, 8) != n_nfa || LEN(lazy, 8) != n_nfa) {
+        PyErr_SetString(PyExc_ValueError, "determinize: NFA arrays differ in length");
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n_nfa; s++) {
+        if (OFF[s] < 0 || OFF[s] > OFF[s + 1] || OFF[s + 1] > n_edges || EOFF[s] < 0 || EOFF[s] > EOFF[s + 1] ||
+            EOFF[s + 1] > n_eps) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad edge offsets of NFA state %zd", s);
+            goto done;
+        }
+    }
+    for (Py_ssize_t e = 0; e < n_edges; e++)
+        if (LO[e] < 0 || END[e] > 256 || LO[e] >= END[e] || DST[e] < 0 || DST[e] >= n_nfa) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad edge %zd", e);
+            goto done;
+        }
+    for (Py_ssize_t e = 0; e < n_eps; e++)
+        if (EDST[e] < 0 || EDST[e] >= n_nfa) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad epsilon target %zd", e);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < LEN(start, 8); i++)
+        if (ST[i] < 0 || ST[i] >= n_nfa || (i > 0 && ST[i] <= ST[i - 1])) {
+            PyErr_SetString(PyExc_ValueError, "determinize: start_set must be sorted NFA states");
+            goto done;
+        }
+    if (limit < 1) limit = 1;
+    mark = calloc((size_t)n_nfa + 1, sizeof(uint32_t));
+    stack = malloc(sizeof(int64_t) * ((size_t)n_nfa + 1));
+    cnt = malloc(sizeof(int64_t) * 258);
+    pos = malloc(sizeof(int64_t) * 258);
+    stops = malloc(sizeof(int64_t) * ((size_t)n_nfa + 1));
+    if (!mark || !stack || !cnt || !pos || !stops) { PyErr_NoMemory(); goto done; }
+    if (set_index_get(&X, NULL, 0) != 0 || set_index_get(&X, ST, LEN(start, 8)) != 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "determinize: start_set must not be empty");
+        goto done;
+    }
+    uint32_t stamp = 0;
+    const char *stopped = NULL;
+    struct timespec t0, tn;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t n_rows = 1;   /* DEAD's row: all DEAD */
+    rows_cap = 1024;
+    rows = calloc(rows_cap * 256, sizeof(int32_t));
+    if (!rows) { PyErr_NoMemory(); goto done; }
+    for (size_t sid = 1; sid < X.n; sid++) {
+        if ((Py_ssize_t)sid >= limit) {   /* rows of states 0 .. limit-1 only, as build_all */
+            stopped = "limit";
+            break;
+        }
+        if (seconds >= 0 && (sid == 1 || (sid & 255) == 0)) {   /* where build_all looks at the clock */
+            clock_gettime(CLOCK_MONOTONIC, &tn);
+            if ((double)(tn.tv_sec - t0.tv_sec) + 1e-9 * (double)(tn.tv_nsec - t0.tv_nsec) > seconds) {
+                stopped = "seconds";
+                break;
+            }
+        }
+        if (sid >= rows_cap) {
+            int32_t *r = realloc(rows, sizeof(int32_t) * 256 * rows_cap * 2);
+            if (!r) { PyErr_NoMemory(); goto done; }
+            rows = r;
+            memset(rows + 256 * rows_cap, 0, sizeof(int32_t) * 256 * rows_cap);
+            rows_cap *= 2;
+        }
+        int32_t *row = rows + 256 * sid;
+        /* movers: the set's NFA states, less those of lazy terminals that accept here */
+        int64_t n_set = X.len[sid];
+        if ((size_t)n_set > movers_cap) {
+            movers_cap = (size_t)n_set * 2;
+            int64_t *m = realloc(movers, sizeof(int64_t) * movers_cap);
+            if (!m) { PyErr_NoMemory(); goto done; }
+            movers = m;
+        }
+        int64_t n_stop = 0, n_mov = 0;
+        for (int64_t j = 0; j < n_set; j++) {
+            int64_t s = X.pool[X.off[sid] + j];
+            if (LAZY[s] >= 0) stops[n_stop++] = LAZY[s];
+        }
+        for (int64_t j = 0; j < n_set; j++) {
+            int64_t s = X.pool[X.off[sid] + j], o = OWN[s];
+            int stop = 0;
+            for (int64_t q = 0; q < n_stop && !stop; q++) stop = stops[q] == o;
+            if (!stop) movers[n_mov++] = s;
+        }
+        /* elementary byte ranges of the movers' edges, and their targets (CSR) */
+        unsigned char point[258];
+        memset(point, 0, sizeof point);
+        size_t total = 0;
+        for (int64_t j = 0; j < n_mov; j++)
+            for (int64_t e = OFF[movers[j]]; e < OFF[movers[j] + 1]; e++) { point[LO[e]] = 1; point[END[e]] = 1; }
+        int range_of[257], starts_[257], n_ranges = 0;
+        for (int p = 0; p <= 256; p++) {
+            range_of[p] = -1;
+            if (point[p]) { range_of[p] = n_ranges; starts_[n_ranges++] = p; }
+        }
+        int n_el = n_ranges > 0 ? n_ranges - 1 : 0;
+        for (int k = 0; k <= n_el; k++) cnt[k] = 0;
+        for (int64_t j = 0; j < n_mov; j++)
+            for (int64_t e = OFF[movers[j]]; e < OFF[movers[j] + 1]; e++) {
+                int f = range_of[LO[e]], l = range_of[END[e]];
+                for (int k = f; k < l; k++) cnt[k]++;
+                total += (size_t)(l - f);
+            }
+        if (total > tgt_cap) {
+            tgt_cap = total * 2;
+            int64_t *t = realloc(tgt, sizeof(int64_t) * tgt_cap);
+            if (!t) { PyErr_NoMemory(); goto done; }
+            tgt = t;
+        }
+        int64_t acc = 0;
+        for (int k = 0; k < n_el; k++) { pos[k] = acc; acc += cnt[k]; cnt[k] = pos[k]; }
+        pos[n_el] = acc;
+        for (int64_t j = 0; j < n_mov; j++)
+            for (int64_t e = OFF[movers[j]]; e < OFF[movers[j] + 1]; e++) {
+                int f = range_of[LO[e]], l = range_of[END[e]];
+                for (int k = f; k < l; k++) tgt[cnt[k]++] = DST[e];
+            }
+        int64_t prev_a = -1, prev_n = 0, prev_id = 0;
+        for (int k = 0; k < n_el; k++) {
+            int64_t a = pos[k], b = pos[k + 1];
+            if (a == b) continue;
+            qsort(tgt + a, (size_t)(b - a), sizeof(int64_t), cmp_i64);
+            int64_t m = a + 1;
+            for (int64_t j = a + 1; j < b; j++)
+                if (tgt[j] != tgt[m - 1]) tgt[m++] = tgt[j];
+            int64_t nt = m - a, id;
+            if (prev_a >= 0 && prev_n == nt && memcmp(tgt + prev_a, tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
+                id = prev_id;   /* the same targets as the range before: the same state */
+            } else {
+                /* the closure through live states (a dead seed adds nothing) */
+                if (++stamp == 0) { memset(mark, 0, sizeof(uint32_t) * ((size_t)n_nfa + 1)); stamp = 1; }
+                int64_t n_mem = 0, sp = 0;
+                for (int64_t j = a; j < m; j++) {
+                    int64_t seed = tgt[j];
+                    if (!LIVE[seed] || mark[seed] == stamp) continue;
+                    mark[seed] = stamp;
+                    stack[sp++] = seed;
+                    while (sp) {
+                        int64_t s = stack[--sp];
+                        if ((size_t)n_mem >= members_cap) {
+                            members_cap = members_cap ? members_cap * 2 : 256;
+                            int64_t *mm = realloc(members, sizeof(int64_t) * members_cap);
+                            if (!mm) { PyErr_NoMemory(); goto done; }
+                            members = mm;
+                        }
+                        members[n_mem++] = s;
+                        for (int64_t e = EOFF[s]; e < EOFF[s + 1]; e++) {
+                            int64_t t = EDST[e];
+                            if (LIVE[t] && mark[t] != stamp) { mark[t] = stamp; stack[sp++] = t; }
+                        }
+                    }
+                }
+                qsort(members, (size_t)n_mem, sizeof(int64_t), cmp_i64);
+                id = set_index_get(&X, members, n_mem);
+                if (id < 0) { PyErr_NoMemory(); goto done; }
+                if ((Py_ssize_t)X.n > max_states) stopped = "states";
+            }
+            for (int byte = starts_[k]; byte < starts_[k + 1]; byte++) row[byte] = (int32_t)id;
+            prev_a = a; prev_n = nt; prev_id = id;
+        }
+        n_rows = sid + 1;
+        if (stopped) break;
+    }
+    sets = PyList_New(0);
+    if (!sets) goto done;
+    for (size_t id = 2; id < X.n; id++) {
+        PyObject *t = PyTuple_New((Py_ssize_t)X.len[id]);
+        if (!t) goto done;
+        for (int64_t j = 0; j < X.len[id]; j++) {
+            PyObject *v = PyLong_FromLongLong(X.pool[X.off[id] + j]);
+            if (!v) { Py_DECREF(t); goto done; }
+            PyTuple_SET_ITEM(t, j, v);
+        }
+        if (PyList_Append(sets, t) < 0) { Py_DECREF(t); goto done; }
+        Py_DECREF(t);
+    }
+    rows_obj = PyBytes_FromStringAndSize((const char *)rows, (Py_ssize_t)(sizeof(int32_t) * 256 * n_rows));
+    if (!rows_obj) goto done;
+    result = Py_BuildValue("(OOns)", sets, rows_obj, (Py_ssize_t)n_rows, stopped);
+done:
+    Py_XDECREF(sets); Py_XDECREF(rows_obj);
+    free(X.pool); free(X.off); free(X.len); free(X.table);
+    free(rows); free(mark); free(stack); free(members); free(cnt); free(pos); free(tgt); free(movers); free(stops);
+    release(&off); release(&lo); release(&end); release(&dst); release(&eoff); release(&edst); release(&live);
+    release(&owner); release(&lazy); release(&start);
+    return result;
+}
+
 /* refine(label, trans, rounds, out) -> (n_classes, stable)
  *
  * Moore partition refinement of a DFA's states, exact: in each round two states stay together
@@ -705,6 +1000,7 @@ static PyMethodDef methods[] = {
     {"row_counts", native_row_counts, METH_VARARGS, "Set bits per row of a (groups x words) bitmask."},
     {"row_ids", native_row_ids, METH_VARARGS, "Token ids of chosen rows, packed by offsets."},
     {"or_groups", native_or_groups, METH_VARARGS, "OR chosen groups, dense rows or sparse id lists, into out."},
+    {"determinize", native_determinize, METH_VARARGS, "Subset construction of a fresh lexer DFA (see ByteDFA.build_all)."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

@@ -88,6 +88,8 @@ class ByteDFA:
         self.row_done = np.zeros(64, dtype=bool)
         self._target_cache: dict[tuple[int, ...], int] = {}   # sorted NFA target tuple -> DFA state
         self._edge_table: tuple[np.ndarray, ...] | None = None
+        self._eps_table: tuple[np.ndarray, np.ndarray] | None = None
+        self._lazy_np: np.ndarray | None = None   # per NFA state: its lazy terminal if it accepts one, else -1
         self._eps_closure: dict[int, tuple[int, ...]] = {}     # NFA state -> its epsilon closure (a tuple: untracked by the GC)
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
@@ -347,6 +349,10 @@ class ByteDFA:
         and, if given, ``seconds`` of wall time; either raises :class:`LimitExceededError` and
         leaves the rows built so far in place, so the DFA goes on lazily)."""
         limit = limit or self.max_states
+        compiled = native.module()
+        if compiled is not None and len(self._states) == 2 and not self.row_done[START] and self.fuel is None:
+            self._build_all_compiled(compiled, limit, seconds)
+            return
         deadline = None if seconds is None else time.perf_counter() + seconds
         i = 0
         while i < len(self._states):
@@ -356,6 +362,47 @@ class ByteDFA:
                 raise LimitExceededError(f"lexer DFA takes over {seconds} s to build ({i} states so far)")
             self.compute_row(i)
             i += 1
+
+    def _build_all_compiled(self, compiled, limit: int, seconds: float | None) -> None:
+        """:meth:`build_all` of a fresh DFA with the subset construction in C (``determinize``:
+        the same states in the same order, so the same numbering); each new state's readings
+        and the limits on states and bytes are then taken here, by :meth:`_intern`, in id order."""
+        n = len(self.nfa.eps)
+        if self._lazy_np is None:
+            lazy = np.full(n, -1, dtype=np.int64)
+            for st, tid in self.accept_of.items():
+                if tid in self.lazy:
+                    lazy[st] = tid
+            self._lazy_np = lazy
+        live = np.frombuffer(bytes(self.live), dtype=np.uint8) if not isinstance(self.live, np.ndarray) else \
+            self.live.astype(np.uint8)
+        start = np.array(sorted(self._states[START]), dtype=np.int64)
+        sets, rows, n_rows, stopped = compiled.determinize(
+            *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np, start,
+            limit, self.max_states, -1.0 if seconds is None else float(seconds))
+        for nfa_set in sets:
+            self._intern(frozenset(nfa_set))
+        rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
+        self.trans[START:n_rows] = rows[START:]
+        self.row_done[START:n_rows] = True
+        if stopped == "limit":
+            raise LimitExceededError(f"lexer DFA exceeds {limit} states")
+        if stopped == "states":
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+        if stopped == "seconds":
+            raise LimitExceededError(f"lexer DFA takes over {seconds} s to build ({n_rows if n_rows > 1 else 0} "
+                                     "states so far)")
+
+    def _eps_np(self) -> tuple[np.ndarray, np.ndarray]:
+        """All epsilon moves as arrays: per-state offsets, targets."""
+        if self._eps_table is None:
+            eps = self.nfa.eps
+            counts = np.fromiter((len(e) for e in eps), dtype=np.int64, count=len(eps))
+            offsets = np.zeros(len(eps) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            dst = np.fromiter((t for e in eps for t in e), dtype=np.int64, count=int(offsets[-1]))
+            self._eps_table = (offsets, dst)
+        return self._eps_table
 
     def equivalent_states(self, prefer: np.ndarray | None = None, depth: int | None = None) -> np.ndarray:
         """Representative of each state's class of indistinguishable states.
