@@ -28,7 +28,10 @@ DEFAULT_LEXER_BYTES = 512 << 20    # lexer states are not a memo (matchers hold 
 DEFAULT_PARSER_BYTES = 256 << 20   # ... past these bounds a step fails with LimitExceededError
 
 
-def _env(name: str, default, cast):
+def env_number(name: str, default, cast, *, allow_zero: bool = False):
+    """The number in environment variable ``name`` read with ``cast`` (``default`` when unset or
+    empty); a value that does not parse, or is not positive (not >= 0 with ``allow_zero``), raises
+    ValueError naming the variable."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -36,9 +39,11 @@ def _env(name: str, default, cast):
         value = cast(raw)
     except ValueError:
         raise ValueError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}") from None
-    if value <= 0:
-        raise ValueError(f"environment variable {name}={raw!r} must be positive")
+    if not (value >= 0 if allow_zero else value > 0):
+        raise ValueError(f"environment variable {name}={raw!r} must be {'>= 0' if allow_zero else 'positive'}")
     return value
+
+
 
 
 @dataclass(frozen=True)
@@ -54,15 +59,15 @@ class Limits:
     ``step_seconds=None`` turns the wall-clock cap off (the work budget alone is deterministic).
     """
 
-    step_work: int = field(default_factory=lambda: _env("GUIDEWIRE_STEP_WORK", DEFAULT_STEP_WORK, int))
+    step_work: int = field(default_factory=lambda: env_number("GUIDEWIRE_STEP_WORK", DEFAULT_STEP_WORK, int))
     step_seconds: float | None = field(
-        default_factory=lambda: _env("GUIDEWIRE_STEP_SECONDS", DEFAULT_STEP_SECONDS, float))
+        default_factory=lambda: env_number("GUIDEWIRE_STEP_SECONDS", DEFAULT_STEP_SECONDS, float))
     mask_cache_bytes: int = field(
-        default_factory=lambda: _env("GUIDEWIRE_MASK_CACHE_BYTES", DEFAULT_MASK_CACHE_BYTES, int))
+        default_factory=lambda: env_number("GUIDEWIRE_MASK_CACHE_BYTES", DEFAULT_MASK_CACHE_BYTES, int))
     table_cache_bytes: int = field(
-        default_factory=lambda: _env("GUIDEWIRE_TABLE_CACHE_BYTES", DEFAULT_TABLE_CACHE_BYTES, int))
-    lexer_bytes: int = field(default_factory=lambda: _env("GUIDEWIRE_LEXER_BYTES", DEFAULT_LEXER_BYTES, int))
-    parser_bytes: int = field(default_factory=lambda: _env("GUIDEWIRE_PARSER_BYTES", DEFAULT_PARSER_BYTES, int))
+        default_factory=lambda: env_number("GUIDEWIRE_TABLE_CACHE_BYTES", DEFAULT_TABLE_CACHE_BYTES, int))
+    lexer_bytes: int = field(default_factory=lambda: env_number("GUIDEWIRE_LEXER_BYTES", DEFAULT_LEXER_BYTES, int))
+    parser_bytes: int = field(default_factory=lambda: env_number("GUIDEWIRE_PARSER_BYTES", DEFAULT_PARSER_BYTES, int))
 
     def __post_init__(self):
         for name in ("step_work", "mask_cache_bytes", "table_cache_bytes", "lexer_bytes", "parser_bytes"):

@@ -16,10 +16,10 @@ stay lazy by default, where time to first mask matters more.
 
 from __future__ import annotations
 
-import os
 import time
 
 from ..core.errors import LimitExceededError
+from ..core.limits import env_number
 from .lexer import START
 
 PRECOMPUTE_SECONDS = 1.0    # default wall-clock budget of compile_lark's precomputation
@@ -29,16 +29,7 @@ PRECOMPUTE_SHARE = 0.75     # at most this share of Limits.table_cache_bytes is 
 def default_seconds() -> float:
     """The precomputation budget of :func:`compile_lark`: ``GUIDEWIRE_PRECOMPUTE_SECONDS`` when set
     (a number >= 0), else :data:`PRECOMPUTE_SECONDS`."""
-    raw = os.environ.get("GUIDEWIRE_PRECOMPUTE_SECONDS")
-    if raw is None or raw == "":
-        return PRECOMPUTE_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"environment variable GUIDEWIRE_PRECOMPUTE_SECONDS={raw!r} is not a number") from None
-    if not value >= 0:
-        raise ValueError(f"environment variable GUIDEWIRE_PRECOMPUTE_SECONDS={raw!r} must be >= 0")
-    return value
+    return env_number("GUIDEWIRE_PRECOMPUTE_SECONDS", PRECOMPUTE_SECONDS, float, allow_zero=True)
 
 
 def precompute_tables(grammar, seconds: float, max_bytes: int | None = None) -> dict:
