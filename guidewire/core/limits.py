@@ -44,8 +44,6 @@ def env_number(name: str, default, cast, *, allow_zero: bool = False):
     return value
 
 
-
-
 @dataclass(frozen=True)
 class Limits:
     """The limits of one compiled grammar (see the module docstring).

@@ -367,15 +367,13 @@ class ByteDFA:
         """:meth:`build_all` of a fresh DFA with the subset construction in C (``determinize``:
         the same states in the same order, so the same numbering); each new state's readings
         and the limits on states and bytes are then taken here, by :meth:`_intern`, in id order."""
-        n = len(self.nfa.eps)
         if self._lazy_np is None:
-            lazy = np.full(n, -1, dtype=np.int64)
+            lazy = np.full(len(self.nfa.eps), -1, dtype=np.int64)
             for st, tid in self.accept_of.items():
                 if tid in self.lazy:
                     lazy[st] = tid
             self._lazy_np = lazy
-        live = np.frombuffer(bytes(self.live), dtype=np.uint8) if not isinstance(self.live, np.ndarray) else \
-            self.live.astype(np.uint8)
+        live = np.frombuffer(self.live, dtype=np.uint8)   # a bytearray (a byte per NFA state)
         start = np.array(sorted(self._states[START]), dtype=np.int64)
         sets, rows, n_rows, stopped = compiled.determinize(
             *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np, start,
