@@ -81,6 +81,69 @@ def test_utf8_slice_matches_a_scan(smollm2, ascii_set, leads):
     assert row == set(layout.ids[np.array(want, dtype=bool)].tolist())
 
 
+def test_utf8_slice_buckets_match_a_scan(smollm2):
+    """The per-first-byte view of a slice (non-members, member counts by characters, most characters)
+    equals a scan of the tokens, for a string-body class and a digits class."""
+    layout = vocab_layout(smollm2)
+    checked = 0
+    for chars in (set(range(32, 128)) - {ord('"'), ord("\\")} | set(range(0xC2, 0xF5)), set(b"0123456789")):
+        sel = np.zeros(256, dtype=bool)
+        sel[list(chars)] = True
+        sl = utf8_slice(smollm2, sel)
+        toks = [smollm2.token_bytes[t] for t in layout.ids.tolist()]
+        member = [_decodes(d) and all(0x80 <= b < 0xC0 or b in chars for b in d) for d in toks]
+        n_chars = [len(d.decode("utf-8")) if m else 0 for d, m in zip(toks, member)]
+        assert sl.outside.tolist() == [i for i, m in enumerate(member) if not m]
+        width = sl.by_first.shape[1]
+        for b in range(256):
+            mine = [k for d, m, k in zip(toks, member, n_chars) if m and d[0] == b]
+            assert sl.most[b] == max(mine, default=0)
+            assert sl.by_first[b, -1] == len(mine)
+            for k in range(width - 1):
+                assert sl.by_first[b, k] == sum(1 for c in mine if c < k), (b, k)
+            checked += len(mine)
+    assert checked > 10_000
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.booleans(), min_size=1, max_size=300), st.data())
+def test_slice_count_and_drop_match_python(member, data):
+    """:func:`slice_count` and :func:`slice_drop` (C when built, numpy otherwise) against plain
+    Python on random members, character counts, candidates and limits."""
+    from guidewire.grammar.tableshortcuts import slice_count, slice_drop
+
+    n = len(member)
+    chars = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    cand = sorted(data.draw(st.sets(st.integers(0, n - 1))))
+    limit = data.draw(st.sampled_from([1, 2, 5, 41, 1 << 62]))
+    m, k, c = np.array(member), np.array(chars, dtype=np.int64), np.array(cand, dtype=np.int64)
+    short = [t for t in cand if member[t] and chars[t] < limit]
+    assert slice_count(m, k, c, limit) == (len(short), max((chars[t] for t in short), default=0))
+    first, ptr = c * 3 + 1, c * 7 + 2
+    got = slice_drop(m, k, limit, c, first, ptr)
+    keep = [t for t in cand if t not in set(short)]
+    assert [a.tolist() for a in got] == [keep, [t * 3 + 1 for t in keep], [t * 7 + 2 for t in keep]]
+
+
+def test_native_slice_helpers_refuse_bad_arrays():
+    """Out-of-range candidates and mismatched arrays raise typed errors in the C helpers."""
+    from guidewire.grammar import native
+
+    compiled = native.module()
+    if compiled is None:
+        pytest.skip("the compiled module is not built here")
+    m, k = np.ones(4, dtype=bool), np.ones(4, dtype=np.int64)
+    with pytest.raises(IndexError):
+        compiled.slice_scan(m, k, np.array([4], dtype=np.int64), 9)
+    with pytest.raises(ValueError):
+        compiled.slice_scan(m, np.ones(3, dtype=np.int64), np.array([0], dtype=np.int64), 9)
+    with pytest.raises(TypeError):
+        compiled.slice_scan(m, k.astype(np.int32), np.array([0], dtype=np.int64), 9)
+    c = np.array([0, 1], dtype=np.int64)
+    with pytest.raises(ValueError):
+        compiled.slice_drop(m, k, 9, c, c, c, np.empty(1, dtype=np.int64), c.copy(), c.copy())
+
+
 # lexers where every character of a class steps a state along a chain (a string body that loops,
 # maxLength counters, products of several terminals), then lexers where some non-ASCII character
 # breaks the chain (excluded, or the start of another terminal), so no slice may take it
@@ -158,6 +221,37 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
                 assert got.get(t) == (tuple(lexemes), g.dfa.alive[fin]), (q, soup.token_bytes[t])
     if chained:
         assert fired > 0
+
+
+def _count_bucket_slices(monkeypatch):
+    """Count the tables whose slice was taken from first-byte buckets (a one-item list)."""
+    count = [0]
+    original = TableBuilder._utf8_slice_buckets
+
+    def counting(self, *args):
+        got = original(self, *args)
+        count[0] += got is not None
+        return got
+
+    monkeypatch.setattr(TableBuilder, "_utf8_slice_buckets", counting)
+    return count
+
+
+@pytest.mark.parametrize("grammar,buckets", [(CHAINED[3], True), (CHAINED[4], True), (CHAINED[0], False)])
+def test_which_slice_path_runs(soup, monkeypatch, grammar, buckets):
+    """A counter chain with no hub among its successors is sliced from first-byte buckets (a member
+    too long for ``{0,3}`` is dead, left out without a walk); a string body entered through a hub
+    from made candidates. Either way the tables equal those built without slices (above)."""
+    monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
+    g = compile_lark(grammar, soup)
+    g.dfa.build_all(limit=2000)
+    count = _count_bucket_slices(monkeypatch)
+    builder = TableBuilder(g.dfa, soup)
+    for q in range(1, g.dfa.n_states):
+        builder.table(q)
+    assert sum(builder._slice_hits.values()) > 0
+    assert (count[0] > 0) == buckets
 
 
 @pytest.mark.parametrize("grammar", CHAINED)

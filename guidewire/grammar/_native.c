@@ -991,6 +991,99 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * slice_scan(member, chars, cand, limit) -> (count, max_chars)
+ *
+ * Over the candidate tokens ``cand`` (layout indexes): how many are members (``member[t]``, bool)
+ * of fewer than ``limit`` characters (``chars[t]``, int64), and the most characters among them
+ * (0 when there is none). numpy would first take both arrays at ``cand``: two copies of a
+ * vocabulary-sized array per table (see tableshortcuts._utf8_slice).
+ */
+static int slice_bufs(PyObject *o_member, PyObject *o_chars, PyObject *o_cand, Buf *member, Buf *chars, Buf *cand,
+                      const char *fn) {
+    if (get_buf(o_member, member, "member", 1, 0) || get_buf(o_chars, chars, "chars", 8, 0) ||
+        get_buf(o_cand, cand, "cand", 8, 0))
+        return -1;
+    if (LEN(*member, 1) != LEN(*chars, 8)) {
+        PyErr_Format(PyExc_ValueError, "%s: member and chars differ in length", fn);
+        return -1;
+    }
+    Py_ssize_t n = LEN(*cand, 8), size = LEN(*member, 1);
+    const int64_t *C = cand->view.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (C[i] < 0 || C[i] >= size) {
+            PyErr_Format(PyExc_IndexError, "%s: candidate %lld out of range", fn, (long long)C[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *native_slice_scan(PyObject *self, PyObject *args) {
+    PyObject *o_member, *o_chars, *o_cand;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "OOOL", &o_member, &o_chars, &o_cand, &limit)) return NULL;
+    Buf member = {0}, chars = {0}, cand = {0};
+    PyObject *result = NULL;
+    if (slice_bufs(o_member, o_chars, o_cand, &member, &chars, &cand, "slice_scan")) goto done;
+    const uint8_t *M = member.view.buf;
+    const int64_t *K = chars.view.buf;
+    const int64_t *C = cand.view.buf;
+    Py_ssize_t n = LEN(cand, 8), count = 0;
+    long long most = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t t = C[i];
+        if (M[t] && K[t] < limit) {
+            count++;
+            if (K[t] > most) most = K[t];
+        }
+    }
+    result = Py_BuildValue("nL", count, most);
+done:
+    release(&member); release(&chars); release(&cand);
+    return result;
+}
+
+/* slice_drop(member, chars, limit, cand, first, ptr, out_cand, out_first, out_ptr) -> kept
+ *
+ * The candidates that are *not* members of fewer than ``limit`` characters, in order, with their
+ * first bytes and pointers (int64 each), written to the ``out_`` arrays (as long as ``cand``);
+ * returns how many. */
+static PyObject *native_slice_drop(PyObject *self, PyObject *args) {
+    PyObject *o_member, *o_chars, *o_cand, *o_first, *o_ptr, *o_oc, *o_of, *o_op;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "OOLOOOOOO", &o_member, &o_chars, &limit, &o_cand, &o_first, &o_ptr,
+                          &o_oc, &o_of, &o_op))
+        return NULL;
+    Buf member = {0}, chars = {0}, cand = {0}, first = {0}, ptr = {0}, oc = {0}, of = {0}, op = {0};
+    PyObject *result = NULL;
+    if (slice_bufs(o_member, o_chars, o_cand, &member, &chars, &cand, "slice_drop") ||
+        get_buf(o_first, &first, "first", 8, 0) || get_buf(o_ptr, &ptr, "ptr", 8, 0) ||
+        get_buf(o_oc, &oc, "out_cand", 8, 1) || get_buf(o_of, &of, "out_first", 8, 1) ||
+        get_buf(o_op, &op, "out_ptr", 8, 1))
+        goto done;
+    Py_ssize_t n = LEN(cand, 8);
+    if (LEN(first, 8) != n || LEN(ptr, 8) != n || LEN(oc, 8) < n || LEN(of, 8) < n || LEN(op, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "slice_drop: array sizes do not match");
+        goto done;
+    }
+    const uint8_t *M = member.view.buf;
+    const int64_t *K = chars.view.buf;
+    const int64_t *C = cand.view.buf, *F = first.view.buf, *P = ptr.view.buf;
+    int64_t *OC = oc.view.buf, *OF = of.view.buf, *OP = op.view.buf;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t t = C[i];
+        if (M[t] && K[t] < limit) continue;
+        OC[kept] = t; OF[kept] = F[i]; OP[kept] = P[i];
+        kept++;
+    }
+    result = PyLong_FromSsize_t(kept);
+done:
+    release(&member); release(&chars); release(&cand); release(&first); release(&ptr);
+    release(&oc); release(&of); release(&op);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"sweep", native_sweep, METH_VARARGS, "Transition row of a set of NFA states as runs of (first, stop, targets)."},
     {"walk", native_walk, METH_VARARGS, "Walk tokens through the extended lexer table (see tablewalk)."},
@@ -1001,6 +1094,8 @@ static PyMethodDef methods[] = {
     {"row_ids", native_row_ids, METH_VARARGS, "Token ids of chosen rows, packed by offsets."},
     {"or_groups", native_or_groups, METH_VARARGS, "OR chosen groups, dense rows or sparse id lists, into out."},
     {"determinize", native_determinize, METH_VARARGS, "Subset construction of a fresh lexer DFA (see ByteDFA.build_all)."},
+    {"slice_scan", native_slice_scan, METH_VARARGS, "Count (and longest) of the candidates that are short slice members."},
+    {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

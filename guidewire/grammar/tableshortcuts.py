@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
@@ -16,6 +17,32 @@ from .dfamirror import _ROW
 from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice, utf8_tokens
 
 ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
+_NO_LIMIT = 1 << 62
+
+
+def slice_count(member: np.ndarray, chars: np.ndarray, cand: np.ndarray, limit: int = _NO_LIMIT) -> tuple[int, int]:
+    """(how many, most characters among) the candidates ``cand`` that are members (``member``, bool
+    per layout index) of fewer than ``limit`` characters (``chars``, int64). In C when it is built
+    (no vocabulary-sized copies); the numpy lines below are its reference."""
+    cand = np.ascontiguousarray(cand, dtype=np.int64)
+    compiled = native.module()
+    if compiled is not None:
+        return compiled.slice_scan(member, chars, cand, limit)
+    k = chars.take(cand)
+    sel = member.take(cand) & (k < limit)
+    return int(np.count_nonzero(sel)), int(k.max(where=sel, initial=0))
+
+
+def slice_drop(member: np.ndarray, chars: np.ndarray, limit: int, cand, first, ptr):
+    """``(cand, first, ptr)`` without the candidates :func:`slice_count` counts (order kept)."""
+    compiled = native.module()
+    cand = np.ascontiguousarray(cand, dtype=np.int64)
+    if compiled is None:
+        return _kept(~(member.take(cand) & (chars.take(cand) < limit)), cand, first, ptr)
+    out = np.empty((3, cand.size), dtype=np.int64)
+    kept = compiled.slice_drop(member, chars, limit, cand, np.ascontiguousarray(first, dtype=np.int64),
+                               np.ascontiguousarray(ptr, dtype=np.int64), out[0], out[1], out[2])
+    return out[0, :kept], out[1, :kept], out[2, :kept]
 
 
 class InheritanceShortcuts:
@@ -324,29 +351,82 @@ class InheritanceShortcuts:
         transition row as the candidates were taken (reused hubs' first bytes DEAD).
         Returns ``(cand, first, ptr)``.
         """
-        if cand.size < tuning.SLICE_MIN_TOKENS or \
-                np.count_nonzero(utf8_tokens(self.vocab).lead_bits.take(cand)) < tuning.SLICE_MIN_NON_ASCII:
+        if cand.size < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
+        index = utf8_tokens(self.vocab)
+        if slice_count(index.non_ascii, index.chars, cand)[0] < tuning.SLICE_MIN_NON_ASCII:
+            return cand, first, ptr
+        plan = self._slice_plan(q, lambda sl: slice_count(sl.member, sl.chars, cand)[1])
+        if plan is None:
+            return cand, first, ptr
+        sl, chain, loops, _class = plan
+        limit = _NO_LIMIT if loops else len(chain)      # longer members run past the chain: walked
+        taken = slice_count(sl.member, sl.chars, cand, limit)[0]
+        if taken < tuning.SLICE_MIN_TOKENS:
+            return cand, first, ptr
+        self._slice_stays(q, row, sl, chain, loops, stays)
+        self._slice_hits[q] = taken
+        return slice_drop(sl.member, sl.chars, limit, cand, first, ptr)
+
+    def _utf8_slice_buckets(self, q: int, row, plain: np.ndarray, stays):
+        """:meth:`_utf8_slice` for candidates that are whole first-byte buckets (the tokens whose
+        first byte is in the 256-bool set ``plain``), without making them: the slice's per-first-byte
+        counts decide, and what is left to walk comes from its list of non-members. Members too
+        long for a chain that ends where no class character can follow (and no lexeme can end) are
+        dead and left out. Returns ``(cand, first, ptr)``, or None where the slice does not apply
+        here (take the candidates and :meth:`_utf8_slice` them)."""
+        layout = self.layout
+        firsts = _flatnonzero(plain)
+        if int((layout.bucket.take(firsts + 1) - layout.bucket.take(firsts)).sum()) < tuning.SLICE_MIN_TOKENS:
+            return None
+        if int(utf8_tokens(self.vocab).non_ascii_by_first.take(firsts).sum()) < tuning.SLICE_MIN_NON_ASCII:
+            return None
+        plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max()))
+        if plan is None:
+            return None
+        sl, chain, loops, members = plan
+        limit = _NO_LIMIT if loops else len(chain)
+        counts = sl.by_first[firsts]
+        taken = int(counts[:, min(limit, counts.shape[1] - 1)].sum())
+        if taken < tuning.SLICE_MIN_TOKENS:
+            return None
+        if taken < int(counts[:, -1].sum()) and not self._ends_chain(chain[-1], members):
+            return None
+        self._slice_stays(q, row, sl, chain, loops, stays)
+        self._slice_hits[q] = taken
+        rest = sl.outside.take(_flatnonzero(plain.take(layout.first.take(sl.outside))))
+        return rest, layout.first.take(rest), layout.starts.take(rest) + 1
+
+    def _ends_chain(self, s: int, members: np.ndarray) -> bool:
+        """Whether no character of the class (first bytes ``members``) can follow lexer state ``s``
+        and ``s`` ends no lexeme: a token that reaches ``s`` with characters of the class left is dead."""
+        dfa = self.dfa
+        dfa.ensure_rows(np.array([s], dtype=np.int64))
+        return int(dfa.emit[s]) < 0 and bool((dfa.trans[s].take(members) == DEAD).all())
+
+    def _slice_plan(self, q: int, need_of):
+        """The UTF-8 slice of ``q`` and its chain (see :meth:`_utf8_slice`): ``(slice, chain, loops,
+        class first bytes)``, or None if the class does not step ``q`` along a chain. ``need_of(slice)``
+        is the most characters of a member among the candidates (the chain is followed no further)."""
         own = self.dfa.trans[q]
         ascii_row = own[:128].astype(np.int64)
         live = ascii_row[ascii_row != DEAD]
         if live.size < tuning.MIN_LOOP_BYTES:
-            return cand, first, ptr
+            return None
         q1 = int(np.bincount(live).argmax())
         ascii_set = np.zeros(256, dtype=bool)
         ascii_set[:128] = ascii_row == q1
         if np.count_nonzero(ascii_set) < tuning.MIN_LOOP_BYTES:
-            return cand, first, ptr
+            return None
         ascii_bytes = _flatnonzero(ascii_set)
         leads = self._slice_leads(q, q1)
         ascii_set[leads] = True          # the class, as one byte set: ASCII bytes and lead bytes
         key = np.packbits(ascii_set).tobytes()
         if self._char_step(q, key, ascii_bytes, leads) == DEAD:
-            return cand, first, ptr
+            return None
         sl = utf8_slice(self.vocab, ascii_set)
-        member = sl.member.take(cand)
         # follow the chain no further than the longest member needs (each step determinises rows)
-        need = min(tuning.SLICE_MAX_CHARS, int(sl.chars.take(cand).max(where=member, initial=0)))
+        need = min(tuning.SLICE_MAX_CHARS, need_of(sl))
         chain, loops = [q], False
         while len(chain) <= need:
             t = self._char_step(chain[-1], key, ascii_bytes, leads)
@@ -357,11 +437,12 @@ class InheritanceShortcuts:
                 break
             chain.append(t)
         if len(chain) == 1 and not loops:
-            return cand, first, ptr
-        if not loops:                   # longer members run past the chain: walked
-            member = member & (sl.chars.take(cand) < len(chain))
-        if np.count_nonzero(member) < tuning.SLICE_MIN_TOKENS:
-            return cand, first, ptr
+            return None
+        return sl, chain, loops, _flatnonzero(ascii_set)
+
+    def _slice_stays(self, q: int, row, sl, chain: list[int], loops: bool, stays) -> None:
+        """Add the slice's members to ``stays``: one row per state of the chain they end in."""
+        own = self.dfa.trans[q]
         live_first = None
         if (row != own).any():          # first bytes answered elsewhere (a reused hub's) stay out
             live_first = self.first_byte_row(row != DEAD)
@@ -381,5 +462,3 @@ class InheritanceShortcuts:
             if not self.dfa.alive[target]:      # never for a trimmed lexer; such tokens are dead
                 continue
             stays.append((target, r if live_first is None else r & live_first))
-        self._slice_hits[q] = int(np.count_nonzero(member))
-        return _kept(~member, cand, first, ptr)

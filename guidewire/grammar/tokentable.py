@@ -134,8 +134,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             row = row.copy()
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
-        cand, first, ptr, stays = self._candidates(row)
-        cand, first, ptr = self._utf8_slice(q, row, cand, first, ptr, stays)
+        cand, first, ptr, stays = self._sliced_candidates(q, row)
         if self._rows is None:      # the slice's checks may have built lexer rows: mirror them
             self._sync()
         if self.fuel is not None:
@@ -180,6 +179,23 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             r.setflags(write=False)
         return TokenTable(q, groups, masks, restart_lexeme, restart_mask,
                           tuple(sorted(inherit.items())))
+
+    def _sliced_candidates(self, q: int, row: np.ndarray):
+        """:meth:`_candidates` of ``q`` less its UTF-8 slice's members (moved to ``stays``).
+
+        Where every candidate comes from whole first-byte buckets (no first byte enters a hub),
+        the slice is taken from per-bucket counts without making the candidates (a string body or
+        a ``maxLength`` counter of a 262k vocabulary holds most of it); otherwise from the
+        candidates (see :meth:`_utf8_slice`)."""
+        live = row != DEAD
+        if not bool((self.hub.take(row[live]) >= 0).any()):
+            stays = []
+            got = self._utf8_slice_buckets(q, row, live, stays)
+            if got is not None:
+                return got + (stays,)
+        cand, first, ptr, stays = self._candidates(row)
+        cand, first, ptr = self._utf8_slice(q, row, cand, first, ptr, stays)
+        return cand, first, ptr, stays
 
     def _candidates(self, row: np.ndarray):
         """Tokens to walk from a state with transition ``row`` (their first byte is taken).

@@ -328,17 +328,22 @@ class Utf8Tokens:
     characters only: it starts and ends on a character boundary), and the set of ASCII bytes
     it holds as two rows of uint64 words (``ascii_bits[w]`` bit ``k``: byte ``64 * w + k``), and
     its number of characters ``chars`` (bytes that are not continuation bytes), and the set of
-    its bytes from 0xC0 up (the lead bytes) as one uint64 word each (``lead_bits``, bit ``b - 0xC0``)."""
+    its bytes from 0xC0 up (the lead bytes) as one uint64 word each (``lead_bits``, bit ``b - 0xC0``),
+    and whether it holds any of them (``non_ascii``, bool; ``non_ascii_by_first[b]`` counts those
+    that start with byte ``b``)."""
 
     whole: np.ndarray
     ascii_bits: np.ndarray
     chars: np.ndarray
     lead_bits: np.ndarray
+    non_ascii: np.ndarray
+    non_ascii_by_first: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held."""
-        return self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes + self.lead_bits.nbytes
+        return (self.whole.nbytes + self.ascii_bits.nbytes + self.chars.nbytes + self.lead_bits.nbytes
+                + self.non_ascii.nbytes + self.non_ascii_by_first.nbytes)
 
 
 def utf8_tokens(vocab) -> Utf8Tokens:
@@ -392,11 +397,11 @@ def _utf8_tokens(vocab) -> Utf8Tokens:
     starting = ((u8 < 0x80) | (u8 > 0xBF)).astype(np.int32)
     starting[layout.ends] = 0
     chars = np.add.reduceat(starting, layout.starts) if layout.ids.size else np.zeros(0, dtype=np.int32)
-    for arr in (whole, chars):
+    non_ascii = lead_bits != 0
+    non_ascii_by_first = np.bincount(layout.first, weights=non_ascii, minlength=256).astype(np.int64)
+    for arr in (whole, chars, ascii_bits, lead_bits, non_ascii, non_ascii_by_first):
         arr.setflags(write=False)
-    for arr in (ascii_bits, lead_bits):
-        arr.setflags(write=False)
-    return Utf8Tokens(whole, ascii_bits, chars, lead_bits)
+    return Utf8Tokens(whole, ascii_bits, chars, lead_bits, non_ascii, non_ascii_by_first)
 
 
 @dataclass(frozen=True)
@@ -405,17 +410,27 @@ class Utf8Slice:
     (a bool per ordinary token, layout order), ``row`` (their bitmask row), ``chars`` (each
     token's number of characters, layout order) and ``by_chars[k - 1]``, the row of the members
     of exactly ``k`` characters, for ``k`` up to :data:`~.tabletuning.SLICE_MAX_CHARS` (longer members are
-    in ``row`` only)."""
+    in ``row`` only).
+
+    Per first byte, so that a state whose candidates are whole first-byte buckets never touches
+    the vocabulary: ``outside`` lists the tokens that are not members (layout indexes, ascending),
+    ``by_first[b, k]`` counts the members starting with byte ``b`` of fewer than ``k`` characters
+    (``k`` up to ``SLICE_MAX_CHARS + 2``, the last column counting them all) and ``most[b]`` is
+    the most characters among them (0 if none)."""
 
     member: np.ndarray
     row: np.ndarray
     chars: np.ndarray
     by_chars: np.ndarray
+    outside: np.ndarray
+    by_first: np.ndarray
+    most: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held (``chars`` is shared by every slice of the vocabulary)."""
-        return self.member.nbytes + self.row.nbytes + self.by_chars.nbytes
+        return (self.member.nbytes + self.row.nbytes + self.by_chars.nbytes + self.outside.nbytes
+                + self.by_first.nbytes + self.most.nbytes)
 
 
 def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
@@ -441,9 +456,16 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
     short = k <= tuning.SLICE_MAX_CHARS
     n_rows = int(k.max(where=short, initial=0))
     by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
-    for arr in (member, row, by_chars):
+    outside = _flatnonzero(~member)
+    width = tuning.SLICE_MAX_CHARS + 3
+    first = layout.first.take(at)
+    hist = np.bincount(first * width + np.minimum(k, width - 2) + 1, minlength=256 * width).reshape(256, width)
+    by_first = np.cumsum(hist, axis=1)
+    most = np.zeros(256, dtype=np.int64)
+    np.maximum.at(most, first, k)
+    for arr in (member, row, by_chars, outside, by_first, most):
         arr.setflags(write=False)
-    return Utf8Slice(member, row, index.chars, by_chars)
+    return Utf8Slice(member, row, index.chars, by_chars, outside, by_first, most)
 
 
 def _sum_rows(gid: np.ndarray, toks: np.ndarray, n_rows: int, words: int) -> np.ndarray:
