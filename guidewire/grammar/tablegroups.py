@@ -91,12 +91,16 @@ class TokenGrouping:
         walked again exactly (a few tokens)."""
         if not over.any():
             return {}
-        sub: dict[tuple[tuple[int, ...], int], list[int]] = {}
+        index: dict[tuple[tuple[int, ...], int], int] = {}
+        gid, toks = [], []
         for tok in self.layout.ids.take(cand[over]).tolist():
             lexemes, f = self._walk_bytes(q, self.vocab.token_bytes[tok])
             if f != DEAD and self.dfa.alive[f]:
-                sub.setdefault((tuple(lexemes), self.dfa.alive[f]), []).append(tok)
-        return {k: _row_of(np.array(v, dtype=np.int64), self.layout.words) for k, v in sub.items()}
+                gid.append(index.setdefault((tuple(lexemes), self.dfa.alive[f]), len(index)))
+                toks.append(tok)
+        rows = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(index),
+                             self.layout.words)
+        return dict(zip(index, rows))
 
     def _group_compiled(self, compiled, cand, fin, nb, lex):
         """:meth:`_group_keys` and the rows in C (``_native.group`` / ``scatter``): ``(groups, rows)``."""
