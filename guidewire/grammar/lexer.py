@@ -74,6 +74,7 @@ class ByteDFA:
             self.live = live
             self.terminals = [replace(t, infinite=facts.infinite) for t, (_f, facts) in zip(terminals, fragments)]
         self.owner = owner
+        self._owner_list = owner.tolist()   # the same, for per-state loops (no numpy scalars)
         self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
         self.lazy = {tid for tid, t in enumerate(terminals) if t.lazy}
         self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
@@ -83,6 +84,7 @@ class ByteDFA:
         self.emit: list[int] = []           # id of the emitted terminal set, -1 if not accepting
         self.term_sets: list[tuple[int, ...]] = []
         self._term_set_index: dict[tuple[int, ...], int] = {}
+        self._best_memo: dict[frozenset[int], int] = {}     # accepting terminals -> emitted set id
         self.term_set_ignored: list[bool] = []
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)
@@ -147,7 +149,7 @@ class ByteDFA:
         if len(nfa_set) > VECTOR_SET:
             accepting, alive = self._readings_numpy(nfa_set)
         else:
-            owner, edges = self.owner, self.nfa.edges
+            owner, edges = self._owner_list, self.nfa.edges
             alive = 0
             accepting = []
             for s in nfa_set:
@@ -156,7 +158,7 @@ class ByteDFA:
                     accepting.append(tid)
                     if not edges[s]:  # a finished lexeme: alive only if it is read (below)
                         continue
-                alive |= 1 << int(owner[s])
+                alive |= 1 << owner[s]
         best = self._best(accepting)
         if best >= 0:  # a terminal shadowed on this lexeme and unable to grow is dead
             for tid in self.term_sets[best]:
@@ -192,8 +194,17 @@ class ByteDFA:
         return tids[hit].tolist(), alive
 
     def _best(self, accepting: list[int]) -> int:
+        """The terminal set a lexeme ending here reads as (its id), from the terminals accepting
+        here; -1 if none. Depends on the set of ``accepting`` alone, so it is memoised per set."""
         if not accepting:
             return -1
+        key = frozenset(accepting)
+        best = self._best_memo.get(key)
+        if best is None:
+            best = self._best_memo[key] = self._choose(accepting)
+        return best
+
+    def _choose(self, accepting: list[int]) -> int:
         terms = self.terminals
         real = [t for t in accepting if not terms[t].ignored]
         pool = real or accepting
@@ -227,14 +238,14 @@ class ByteDFA:
         if self.row_done[sid]:
             return
         nfa_set = self._states[sid]
-        owner, edges = self.owner, self.nfa.edges
+        owner, edges = self._owner_list, self.nfa.edges
         stop = set()
         if self.lazy:
             for s in nfa_set:
                 tid = self.accept_of.get(s)
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
-        movers = [x for x in nfa_set if not (stop and int(owner[x]) in stop)] if stop else nfa_set
+        movers = [x for x in nfa_set if not (stop and owner[x] in stop)] if stop else nfa_set
         compiled = native.module()
         if compiled is not None:    # the runs in C (cheap), charged before any state is interned
             runs, n_edges = compiled.sweep(*self._edges_np(), movers)
