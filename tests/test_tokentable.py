@@ -96,10 +96,11 @@ def test_table_covers_every_token(grammars):
             check_state(builder, q, g.vocab.normal_ids.tolist()[::7])
 
 
-@pytest.mark.parametrize("path", ["numpy", "python", "fused"])
+@pytest.mark.parametrize("path", ["numpy", "numpy-keep-dead", "python", "fused"])
 def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, path):
-    """The walk's and the grouping's paths all match the slow walk: numpy, plain Python
-    (walk, then grouping), and the one-pass Python walk-and-group of small tables.
+    """The walk's and the grouping's paths all match the slow walk: numpy (dead tokens dropped
+    before grouping, or grouped with the rest), plain Python (walk, then grouping), and the
+    one-pass Python walk-and-group of small tables.
 
     The thresholds are forced so that one path handles every table; the states are the
     first 40 of each grammar (string bodies, numbers, keywords, whitespace).
@@ -107,8 +108,10 @@ def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, pat
     import guidewire.grammar.tabletuning as tt
 
     big = 10**9
-    for name, value in {"SMALL_WALK": 0 if path == "numpy" else big, "SMALL_WALK_TOKENS": 0,
-                        "SMALL_GROUP": 0 if path == "numpy" else big,
+    vectorised = path.startswith("numpy")
+    for name, value in {"SMALL_WALK": 0 if vectorised else big, "SMALL_WALK_TOKENS": 0,
+                        "SMALL_GROUP": 0 if vectorised else big,
+                        "DEAD_DROP_RATIO": big if path == "numpy-keep-dead" else 1,
                         "SMALL_TABLE": big if path == "fused" else 0}.items():
         monkeypatch.setattr(tt, name, value)
     rng = np.random.default_rng(1)

@@ -70,21 +70,28 @@ class TokenGrouping:
         """Group walked tokens by (lexemes, alive terminals) and build the groups' rows.
 
         ``stays`` are extra ``(final state, row)`` groups of tokens that complete no lexeme.
+        Tokens that end dead are in no group: where they are many (a ``START`` table of a large
+        vocabulary walks ~140k tokens to keep a few hundred) they are dropped before grouping.
         """
         self._sync()
-        layout = self.layout
-        words = layout.words
+        words = self.layout.words
         over = nb > tuning.MAX_TRACKED_BOUNDARIES
+        extra = self._regroup(q, cand, over)
+        if fin.size > tuning.SMALL_GROUP:
+            live = _flatnonzero(self.alive_id.take(fin) >= 0)
+            if live.size * tuning.DEAD_DROP_RATIO < fin.size:
+                cand, fin, nb, lex = cand.take(live), fin.take(live), nb.take(live), lex.take(live, axis=1)
+        spare = len(extra) + len(stays)   # rows for them, so that adding them copies no row
         compiled = native.module()
         if compiled is not None and fin.size > tuning.SMALL_GROUP:
-            groups, rows = self._group_compiled(compiled, cand, fin, nb, lex)
-            return self._add_stays(groups, rows, self._regroup(q, cand, over), stays)
+            groups, rows = self._group_compiled(compiled, cand, fin, nb, lex, spare)
+            return self._add_stays(groups, rows, extra, stays)
         if fin.size <= tuning.SMALL_GROUP:
             groups, gid, toks = self._group_keys_small(cand, fin, nb, lex)
         else:
             groups, gid, toks = self._group_keys(cand, fin, nb, lex)
         rows = _group_rows(gid, toks, len(groups), words)
-        return self._add_stays(groups, rows, self._regroup(q, cand, over), stays)
+        return self._add_stays(groups, rows, extra, stays)
 
     def _regroup(self, q: int, cand: np.ndarray, over: np.ndarray) -> dict:
         """Rows by group key of the tokens ``over`` that complete more lexemes than the walk tracks,
@@ -102,8 +109,9 @@ class TokenGrouping:
                              self.layout.words)
         return dict(zip(index, rows))
 
-    def _group_compiled(self, compiled, cand, fin, nb, lex):
-        """:meth:`_group_keys` and the rows in C (``_native.group`` / ``scatter``): ``(groups, rows)``."""
+    def _group_compiled(self, compiled, cand, fin, nb, lex, spare: int = 0):
+        """:meth:`_group_keys` and the rows in C (``_native.group`` / ``scatter``): ``(groups, rows)``;
+        ``rows`` has ``spare`` zero rows after the groups' (room for :meth:`_add_stays`)."""
         n = fin.size
         width = tuning.MAX_TRACKED_BOUNDARIES + 2
         gid = np.empty(n, dtype=np.int64)
@@ -112,29 +120,35 @@ class TokenGrouping:
                                   np.ascontiguousarray(lex, dtype=np.int64), self.alive_id, gid, keys,
                                   tuning.MAX_TRACKED_BOUNDARIES)
         words = self.layout.words
-        rows = np.zeros((n_groups, words), dtype=np.int32)
+        rows = np.zeros((n_groups + spare, words), dtype=np.int32)
         compiled.scatter(rows, gid, np.ascontiguousarray(self.layout.ids.take(cand), dtype=np.int64), words)
         values = self._alive_values
         groups = [(tuple(k[1:1 + k[0]]), values[k[-1]]) for k in keys[:n_groups].tolist()]
         return groups, rows
 
     def _add_stays(self, groups, rows, extra, stays):
-        """Merge the ``extra`` rows (by group key) and the ``stays`` rows into ``(groups, rows)``."""
+        """Merge the ``extra`` rows (by group key) and the ``stays`` rows into ``(groups, rows)``.
+
+        ``rows`` may have zero rows beyond ``len(groups)``: new groups take those first (no copy)."""
+        groups = list(groups)
         index = {g: i for i, g in enumerate(groups)}
         more = []
         for target, row in stays:
             _add_row(extra, ((), self.dfa.alive[target]), row)
         for k, row in extra.items():
             i = index.get(k)
-            if i is None:
-                index[k] = len(groups)
-                groups.append(k)
-                more.append(row[None])
-            else:
+            if i is not None:
                 rows[i] |= row
+                continue
+            index[k] = len(groups)
+            if len(groups) < rows.shape[0]:
+                rows[len(groups)] = row
+            else:
+                more.append(row[None])
+            groups.append(k)
         if more:
             rows = np.concatenate([rows] + more)
-        return tuple(groups), rows
+        return tuple(groups), rows[:len(groups)]
 
 
 def _dense_ids(keys: np.ndarray, key_space: int) -> tuple[np.ndarray, np.ndarray]:
