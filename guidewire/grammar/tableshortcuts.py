@@ -354,10 +354,16 @@ class InheritanceShortcuts:
         if cand.size < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
         index = utf8_tokens(self.vocab)
-        if slice_count(index.non_ascii, index.chars, cand)[0] < tuning.SLICE_MIN_NON_ASCII:
+        # bounds from the candidates' first bytes (whole buckets hold them) come before any scan:
+        # START's table has ~140k candidates on a 262k vocabulary and no slice worth taking
+        firsts = _flatnonzero(row != DEAD)
+        if int(index.non_ascii_by_first.take(firsts).sum()) < tuning.SLICE_MIN_NON_ASCII:
             return cand, first, ptr
-        plan = self._slice_plan(q, lambda sl: slice_count(sl.member, sl.chars, cand)[1])
+        plan = self._slice_plan(q, lambda sl: slice_count(sl.member, sl.chars, cand)[1],
+                                enough=lambda sl: int(sl.by_first[firsts, -1].sum()) >= tuning.SLICE_MIN_TOKENS)
         if plan is None:
+            return cand, first, ptr
+        if slice_count(index.non_ascii, index.chars, cand)[0] < tuning.SLICE_MIN_NON_ASCII:
             return cand, first, ptr
         sl, chain, loops, _class = plan
         limit = _NO_LIMIT if loops else len(chain)      # longer members run past the chain: walked
@@ -404,10 +410,11 @@ class InheritanceShortcuts:
         dfa.ensure_rows(np.array([s], dtype=np.int64))
         return int(dfa.emit[s]) < 0 and bool((dfa.trans[s].take(members) == DEAD).all())
 
-    def _slice_plan(self, q: int, need_of):
+    def _slice_plan(self, q: int, need_of, enough=None):
         """The UTF-8 slice of ``q`` and its chain (see :meth:`_utf8_slice`): ``(slice, chain, loops,
-        class first bytes)``, or None if the class does not step ``q`` along a chain. ``need_of(slice)``
-        is the most characters of a member among the candidates (the chain is followed no further)."""
+        class first bytes)``, or None if the class does not step ``q`` along a chain, or if
+        ``enough(slice)`` is false (too few members could be candidates). ``need_of(slice)`` is the
+        most characters of a member among the candidates (the chain is followed no further)."""
         own = self.dfa.trans[q]
         ascii_row = own[:128].astype(np.int64)
         live = ascii_row[ascii_row != DEAD]
@@ -425,6 +432,8 @@ class InheritanceShortcuts:
         if self._char_step(q, key, ascii_bytes, leads) == DEAD:
             return None
         sl = utf8_slice(self.vocab, ascii_set)
+        if enough is not None and not enough(sl):
+            return None
         # follow the chain no further than the longest member needs (each step determinises rows)
         need = min(tuning.SLICE_MAX_CHARS, need_of(sl))
         chain, loops = [q], False
