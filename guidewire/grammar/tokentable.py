@@ -24,13 +24,13 @@ from . import tabletuning as tuning
 from .dfamirror import DfaMirror
 from .lexer import DEAD, START, ByteDFA
 from .lexer import concat_ranges as _ranges
-from .tablearrays import _add_row, _distinct, _row_of, ids_row, rows_by_group
+from .tablearrays import _add_row, _distinct, _flatnonzero, _row_of, ids_row, rows_by_group
 from .tablegroups import TokenGrouping
 from .tableshortcuts import InheritanceShortcuts
 from .tablewalk import TokenWalker, _small_walk
 from .vocabindex import (
     SENTINEL, CandidateTokens, LoopRuns, VocabLayout, first_byte_row, first_byte_tokens, loop_runs,
-    tail_bytes, tails_within, vocab_layout,
+    pair_tokens, tail_bytes, tails_within, vocab_layout,
 )
 
 __all__ = ["TokenTable", "TableBuilder", "build_table", "walk_token", "VocabLayout", "LoopRuns",
@@ -210,12 +210,12 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         parts = []
         plain = (row != DEAD) & (hub_of < 0)
         if plain.any():
-            parts.append(first_byte_tokens(self.vocab, plain))
+            parts.append(self._plain_candidates(row, plain))
         stays = []
         for slot in _distinct(hub_of[hub_of >= 0]):
             h = self._hub(slot)
             via = hub_of == slot
-            toks = h.exits.take(_ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via]))
+            toks = self._live_exits(row, via, h, _ranges(h.exit_bucket[:-1][via], h.exit_bucket[1:][via]))
             parts.append(CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1))
             for target in _distinct(row[via]):
                 firsts = self.first_byte_row(row == target)
@@ -230,6 +230,49 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             return empty, empty, empty, stays
         return (np.concatenate([c.tokens for c in parts]), np.concatenate([c.first for c in parts]),
                 np.concatenate([c.ptr for c in parts]), stays)
+
+
+    def _plain_candidates(self, row: np.ndarray, plain: np.ndarray):
+        """The tokens whose first byte is in ``plain`` (whole first-byte buckets), less those
+        that die at their second byte: it kills the state the first byte leads to, and the lexeme
+        there cannot end or the byte cannot start one from ``START``. Such a token is in no row of
+        the table; on a 262k vocabulary most of START's candidates are space-led words, dead at
+        their second byte when whitespace is not a hub (a bounded run of it, say)."""
+        firsts = _flatnonzero(plain)
+        states = row.take(firsts)
+        dfa = self.dfa
+        kills = dfa.trans.take(states, axis=0) == DEAD
+        ends = np.array([dfa.emit[s] >= 0 for s in states.tolist()], dtype=bool)
+        dead = kills & ~(ends[:, None] & (dfa.trans[START] != DEAD)[None, :])
+        dead[~dfa.row_done.take(states)] = False     # a row not built yet kills nothing here
+        if not dead.any():
+            return first_byte_tokens(self.vocab, plain)
+        cells = np.zeros((256, 257), dtype=bool)
+        cells[firsts, 0] = True
+        cells[firsts, 1:] = ~dead
+        return pair_tokens(self.vocab, cells)
+
+    def _live_exits(self, row: np.ndarray, via: np.ndarray, h, at: np.ndarray) -> np.ndarray:
+        """The exits ``h.exits[at]`` of the hub entered by the first bytes ``via`` (to the states
+        ``row`` gives), less those that die at their exit byte: the byte kills the hub state, and
+        the lexeme there cannot end or the byte cannot start one from ``START``. Such a token is in
+        no row of the table; on a 262k vocabulary this drops ~130k space-led words from START's
+        walk (after whitespace, only a byte that starts a terminal lives)."""
+        targets = np.array(_distinct(row[via]), dtype=np.int64)
+        dead = np.zeros((targets.size, 256), dtype=bool)
+        restart_dead = self.dfa.trans[START] == DEAD
+        for i, t in enumerate(targets.tolist()):
+            kills = self.dfa.trans[t] == DEAD
+            dead[i] = kills & restart_dead if self.emit[t] >= 0 else kills
+        if not dead.any():
+            return h.exits.take(at)
+        exit_byte = h.exit_byte.take(at)
+        if targets.size == 1:
+            gone = dead[0].take(exit_byte)
+        else:
+            slot = np.searchsorted(targets, row.take(self.layout.first.take(h.exits.take(at))))
+            gone = dead[slot, exit_byte]
+        return h.exits.take(at[~gone])
 
 
 def build_table(dfa: ByteDFA, q: int, vocab) -> TokenTable:

@@ -42,8 +42,10 @@ _VOCAB_CACHE_LOCK = threading.Lock()   # guards the per-vocabulary LRU memos (se
 class VocabLayout:
     """The ordinary tokens of a vocabulary in the shapes the vectorised walk needs.
 
-    Tokens are ordered by first byte (then id): token ``i`` has id ``ids[i]`` and first
-    byte ``first[i]``; the tokens starting with byte ``b`` are ``bucket[b]:bucket[b+1]``.
+    Tokens are ordered by first byte, then second byte (a one-byte token first), then id:
+    token ``i`` has id ``ids[i]`` and first byte ``first[i]``; the tokens starting with byte
+    ``b`` are ``bucket[b]:bucket[b+1]``, and those starting with ``b`` then ``c`` are
+    ``pair_bucket[b * 257 + c + 1]:pair_bucket[b * 257 + c + 2]`` (``c = -1``: ``b`` alone).
     ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
     starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
@@ -68,6 +70,7 @@ class VocabLayout:
     first_of_id: np.ndarray
     lens: np.ndarray
     flat16: np.ndarray
+    pair_bucket: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -82,8 +85,12 @@ def _build_layout(vocab) -> VocabLayout:
     normal = np.asarray(vocab.normal_ids, dtype=np.int64)
     firsts = np.fromiter((vocab.token_bytes[i][0] for i in normal.tolist()), dtype=np.int64,
                          count=normal.size)
-    order = np.argsort(firsts, kind="stable")
+    seconds = np.fromiter((vocab.token_bytes[i][1] if len(vocab.token_bytes[i]) > 1 else -1
+                           for i in normal.tolist()), dtype=np.int64, count=normal.size)
+    pair = firsts * 257 + seconds + 1
+    order = np.argsort(pair, kind="stable")
     ids, first = normal[order], firsts[order]
+    pair_bucket = np.searchsorted(pair[order], np.arange(256 * 257 + 1))
     data = [vocab.token_bytes[i] for i in ids.tolist()]
     lens = np.fromiter((len(d) for d in data), dtype=np.int64, count=len(data))
     ends = np.cumsum(lens + 1) - 1
@@ -95,7 +102,7 @@ def _build_layout(vocab) -> VocabLayout:
     words = bitmask_words(vocab.vocab_size)
     first_rows = rows_by_group(first, ids, 256, words)
     second = flat[starts + 1]
-    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second):
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second, pair_bucket):
         arr.setflags(write=False)
     max_len = int(lens.max(initial=0))
     first_of_id = np.full(words * 32, 256, dtype=np.uint16)
@@ -105,7 +112,7 @@ def _build_layout(vocab) -> VocabLayout:
     flat16 = flat.astype(np.uint16)
     flat16.setflags(write=False)
     return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
-                       first_of_id, lens, flat16)
+                       first_of_id, lens, flat16, pair_bucket)
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,8 @@ class LoopRuns:
 
     ``run_ends[p]``: the first flat position at or after ``p`` whose byte is not in the
     loop. ``exits``: the tokens (layout order) whose bytes after the first leave the loop,
-    with ``exit_bucket`` their first-byte buckets; ``stay_row``: the bitmask row of the
+    with ``exit_bucket`` their first-byte buckets and ``exit_byte`` the byte that leaves it
+    (the first byte after the first not in the loop); ``stay_row``: the bitmask row of the
     tokens whose bytes after the first all stay in it.
     """
 
@@ -122,11 +130,13 @@ class LoopRuns:
     exits: np.ndarray
     exit_bucket: np.ndarray
     stay_row: np.ndarray
+    exit_byte: np.ndarray
 
     @property
     def nbytes(self) -> int:
         """Memory held."""
-        return self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
+        return (self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
+                + self.exit_byte.nbytes)
 
 
 def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
@@ -180,9 +190,10 @@ def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
     exits = _flatnonzero(leaves)
     exit_bucket = np.searchsorted(exits, layout.bucket)
     stay_row = ids_row(layout.ids[~leaves], layout.words)
-    for arr in (run_ends, exits, exit_bucket, stay_row):
+    exit_byte = flat.take(run_ends.take(layout.starts.take(exits) + 1)).astype(np.uint8)
+    for arr in (run_ends, exits, exit_bucket, stay_row, exit_byte):
         arr.setflags(write=False)
-    return LoopRuns(run_ends, exits, exit_bucket, stay_row)
+    return LoopRuns(run_ends, exits, exit_bucket, stay_row, exit_byte)
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,16 @@ def _first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
     for arr in (out.tokens, out.first, out.ptr):
         arr.setflags(write=False)
     return out
+
+
+def pair_tokens(vocab, cells: np.ndarray) -> CandidateTokens:
+    """The ordinary tokens whose first two bytes are a cell of ``cells`` (a (256, 257) bool:
+    ``cells[b, c + 1]`` for ``b`` then ``c``, ``cells[b, 0]`` for the one-byte token ``b``), in
+    layout order. Not memoised: the cells of a lexer state are its own."""
+    layout = vocab_layout(vocab)
+    at = _flatnonzero(cells.reshape(-1))
+    toks = _ranges(layout.pair_bucket.take(at), layout.pair_bucket.take(at + 1))
+    return CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
 
 
 def tails_within(vocab, byte_set: np.ndarray) -> np.ndarray:
