@@ -147,9 +147,11 @@ def test_walk_builds_rows_of_a_lazy_lexer(smollm2, monkeypatch):
 
 
 @settings(max_examples=60, deadline=None, database=None, derandomize=True)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 600), st.integers(1, 40))
-def test_group_matches_the_numpy_grouping(seed, n, n_states):
-    """Group keys and each group's tokens equal the numpy grouping's (order aside)."""
+@given(st.integers(0, 2**32 - 1), st.integers(1, 600), st.integers(1, 40), st.booleans())
+def test_group_matches_the_numpy_grouping(seed, n, n_states, admitting):
+    """Group keys and each group's tokens equal the numpy grouping's (order aside); with an
+    ``admit`` callback (the grammar's FOLLOW pruning), exactly the admitted groups of it, and
+    the spare rows asked for are zero rows after them."""
     rng = np.random.default_rng(seed)
 
     class Fake(TableBuilder):
@@ -163,6 +165,7 @@ def test_group_matches_the_numpy_grouping(seed, n, n_states):
     b.alive_id[DEAD] = -1
     b._alive_values = [1, 2, 3, 6, 12]
     b.dfa = type("D", (), {"term_sets": [(0,), (1,), (2,)]})()
+    b.admit = (lambda gs: [alive != 3 and len(lexemes) != 1 for lexemes, alive in gs]) if admitting else None
     cand = rng.permutation(n + 5)[:n].astype(np.int64)
     fin = rng.integers(0, n_states, n).astype(np.int64)
     nb = rng.integers(0, tuning.MAX_TRACKED_BOUNDARIES + 1, n).astype(np.int64)
@@ -173,12 +176,16 @@ def test_group_matches_the_numpy_grouping(seed, n, n_states):
     keep = nb <= tuning.MAX_TRACKED_BOUNDARIES
     groups, gid, toks = b._group_keys(cand[keep], fin[keep], nb[keep], lex[:, keep])
     ref_rows = _group_rows(gid, toks, len(groups), words)
-    got_groups, got_rows = b._group_compiled(native.module(), cand, fin, nb, lex)
+    got_groups, got_rows = b._group_compiled(native.module(), cand, fin, nb, lex, spare=2)
+    assert got_rows.shape[0] == len(got_groups) + 2 and not got_rows[len(got_groups):].any()
 
     def as_sets(gs, rows):
         return {g: frozenset(np.flatnonzero(bitmask_to_bool(r, words * 32)).tolist()) for g, r in zip(gs, rows)}
 
-    assert as_sets(got_groups, got_rows) == as_sets(groups, ref_rows)
+    want = as_sets(groups, ref_rows)
+    if admitting:
+        want = {g: t for g, t in want.items() if b.admit([g])[0]}
+    assert as_sets(got_groups, got_rows) == want
     assert len(got_groups) == len(set(got_groups))
 
 

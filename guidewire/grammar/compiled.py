@@ -103,6 +103,7 @@ class CompiledGrammar:
         self._zero.setflags(write=False)
         self.precomputed: dict | None = None    # precompute()'s summary when compile_lark ran it
         self._builder = TableBuilder(dfa, vocab, lookup=_weak_call(self._table))
+        self._builder.admit = _weak_call(self._admits)
         self._rep = self._lexer_classes()
         self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
         limits = limits if limits is not None else Limits()
@@ -261,9 +262,20 @@ class CompiledGrammar:
         terminals cannot follow the last of them, is refused in every parser state (the
         grammar's FOLLOW sets say so), so it is never scanned at mask time.
         """
+        admitted = self._admits(table.groups)
+        if all(admitted):
+            return table
+        keep = [g for g, ok in enumerate(admitted) if ok]
+        masks = table.masks[keep]
+        masks.setflags(write=False)
+        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks)
+
+    def _admits(self, groups) -> list[bool]:
+        """Per group key ``(lexemes, alive)``: whether some parser state could allow it (see
+        :meth:`_prune`; the table builder asks before it builds the groups' rows)."""
         follow = self._lexeme_follow()
-        keep = []
-        for g, (lexemes, alive) in enumerate(table.groups):
+        out = []
+        for lexemes, alive in groups:
             nxt = -1   # what may come after the lexemes so far (-1: anything)
             ok = True
             for e in lexemes:
@@ -274,13 +286,8 @@ class CompiledGrammar:
                     ok = False
                     break
                 nxt = f[0]
-            if ok and alive & nxt:
-                keep.append(g)
-        if len(keep) == len(table.groups):
-            return table
-        masks = table.masks[keep]
-        masks.setflags(write=False)
-        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks)
+            out.append(ok and bool(alive & nxt))
+        return out
 
     def _lexeme_follow(self) -> list:
         """Per lexer terminal set: (terminals that may follow it, ignored ones included; its own

@@ -28,6 +28,7 @@ class DfaMirror:
         self.dfa = dfa
         self.vocab = vocab
         self.lookup = lookup        # optional q -> TokenTable (a cache) for hub reuse
+        self.admit = None           # optional group keys -> bools: False for a group no parser state allows
         self.layout = vocab_layout(vocab)
         self._synced = (-1, -1)
         self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot

@@ -120,10 +120,19 @@ class TokenGrouping:
                                   np.ascontiguousarray(lex, dtype=np.int64), self.alive_id, gid, keys,
                                   tuning.MAX_TRACKED_BOUNDARIES)
         words = self.layout.words
-        rows = np.zeros((n_groups + spare, words), dtype=np.int32)
-        compiled.scatter(rows, gid, np.ascontiguousarray(self.layout.ids.take(cand), dtype=np.int64), words)
         values = self._alive_values
         groups = [(tuple(k[1:1 + k[0]]), values[k[-1]]) for k in keys[:n_groups].tolist()]
+        toks = self.layout.ids.take(cand)
+        if self.admit is not None:   # groups no parser state allows get no row (half of START's)
+            keep = np.array(self.admit(groups) + [False], dtype=bool)   # last: gid -1 (dead tokens)
+            if not keep[:-1].all():
+                renumber = np.cumsum(keep) - 1
+                mine = keep.take(gid)
+                gid, toks = renumber.take(gid[mine]), toks[mine]
+                groups = [g for g, k in zip(groups, keep.tolist()) if k]
+                n_groups = len(groups)
+        rows = np.zeros((n_groups + spare, words), dtype=np.int32)
+        compiled.scatter(rows, np.ascontiguousarray(gid), np.ascontiguousarray(toks, dtype=np.int64), words)
         return groups, rows
 
     def _add_stays(self, groups, rows, extra, stays):
@@ -135,6 +144,8 @@ class TokenGrouping:
         more = []
         for target, row in stays:
             _add_row(extra, ((), self.dfa.alive[target]), row)
+        if self.admit is not None and extra:
+            extra = {k: r for (k, r), ok in zip(extra.items(), self.admit(list(extra))) if ok}
         for k, row in extra.items():
             i = index.get(k)
             if i is not None:
