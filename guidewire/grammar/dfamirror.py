@@ -48,7 +48,7 @@ class DfaMirror:
         self._lands: dict[tuple[int, int, int], bool] = {}   # (state, UTF-8 state, target) -> see _rest_lands
         self._slice_hits: dict[int, int] = {}     # lexer state -> tokens its UTF-8 slice took
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
-        self._rows: list[list[int]] | None = None      # every row as a list, once all are built
+        self._rows: _RowLists | None = None      # once every row is built: rows as lists, on first use
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far
         self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)
 
@@ -90,9 +90,9 @@ class DfaMirror:
             self._ext[fresh, :256] = rows
             self._copied[fresh] = True
             self._add_hubs(fresh, rows)
-        # plain lists for the byte-by-byte walks (fast indexing), once every row is built;
-        # then the hubs are final too: fetch their loop runs now, not in some later step
-        self._rows = dfa.trans[:n].tolist() if key[1] == n else None
+        # once every row is built the lexer is complete: rows as plain lists (converted on first use)
+        # for the byte-by-byte walks; the hubs are final too: fetch their loop runs now
+        self._rows = _RowLists(dfa) if key[1] == n else None
         if self._rows is not None:
             for slot in range(len(self._hubs)):
                 self._hub(slot)
