@@ -98,8 +98,8 @@ def test_table_covers_every_token(grammars):
 
 @pytest.mark.parametrize("path", ["numpy", "numpy-keep-dead", "python", "fused"])
 def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, path):
-    """The walk's and the grouping's paths all match the slow walk: numpy (dead tokens dropped
-    before grouping, or grouped with the rest), plain Python (walk, then grouping), and the
+    """The walk's and the grouping's paths all match the slow walk: numpy (dead tokens cut by
+    their second byte and dropped before grouping, or walked and grouped with the rest), plain Python (walk, then grouping), and the
     one-pass Python walk-and-group of small tables.
 
     The thresholds are forced so that one path handles every table; the states are the
@@ -112,6 +112,7 @@ def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, pat
     for name, value in {"SMALL_WALK": 0 if vectorised else big, "SMALL_WALK_TOKENS": 0,
                         "SMALL_GROUP": 0 if vectorised else big,
                         "DEAD_DROP_RATIO": big if path == "numpy-keep-dead" else 1,
+                        "DEAD_CUT_RATIO": 0 if path == "numpy-keep-dead" else big,
                         "SMALL_TABLE": big if path == "fused" else 0}.items():
         monkeypatch.setattr(tt, name, value)
     rng = np.random.default_rng(1)

@@ -245,8 +245,9 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         ends = np.array([dfa.emit[s] >= 0 for s in states.tolist()], dtype=bool)
         dead = kills & ~(ends[:, None] & (dfa.trans[START] != DEAD)[None, :])
         dead[~dfa.row_done.take(states)] = False     # a row not built yet kills nothing here
-        if not dead.any():
-            return first_byte_tokens(self.vocab, plain)
+        counts = self.layout.pair_count.take(firsts, axis=0)
+        if int(counts[:, 1:][dead].sum()) * tuning.DEAD_CUT_RATIO <= int(counts.sum()):
+            return first_byte_tokens(self.vocab, plain)    # few die there: the memoised buckets
         cells = np.zeros((256, 257), dtype=bool)
         cells[firsts, 0] = True
         cells[firsts, 1:] = ~dead

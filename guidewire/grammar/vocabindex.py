@@ -45,7 +45,8 @@ class VocabLayout:
     Tokens are ordered by first byte, then second byte (a one-byte token first), then id:
     token ``i`` has id ``ids[i]`` and first byte ``first[i]``; the tokens starting with byte
     ``b`` are ``bucket[b]:bucket[b+1]``, and those starting with ``b`` then ``c`` are
-    ``pair_bucket[b * 257 + c + 1]:pair_bucket[b * 257 + c + 2]`` (``c = -1``: ``b`` alone).
+    ``pair_bucket[b * 257 + c + 1]:pair_bucket[b * 257 + c + 2]`` (``c = -1``: ``b`` alone);
+    ``pair_count[b, c + 1]`` is how many there are.
     ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
     starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
@@ -71,6 +72,7 @@ class VocabLayout:
     lens: np.ndarray
     flat16: np.ndarray
     pair_bucket: np.ndarray
+    pair_count: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -102,7 +104,8 @@ def _build_layout(vocab) -> VocabLayout:
     words = bitmask_words(vocab.vocab_size)
     first_rows = rows_by_group(first, ids, 256, words)
     second = flat[starts + 1]
-    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second, pair_bucket):
+    pair_count = np.diff(pair_bucket).reshape(256, 257)
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second, pair_bucket, pair_count):
         arr.setflags(write=False)
     max_len = int(lens.max(initial=0))
     first_of_id = np.full(words * 32, 256, dtype=np.uint16)
@@ -112,7 +115,7 @@ def _build_layout(vocab) -> VocabLayout:
     flat16 = flat.astype(np.uint16)
     flat16.setflags(write=False)
     return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
-                       first_of_id, lens, flat16, pair_bucket)
+                       first_of_id, lens, flat16, pair_bucket, pair_count)
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ def pair_tokens(vocab, cells: np.ndarray) -> CandidateTokens:
     ``cells[b, c + 1]`` for ``b`` then ``c``, ``cells[b, 0]`` for the one-byte token ``b``), in
     layout order. Not memoised: the cells of a lexer state are its own."""
     layout = vocab_layout(vocab)
-    at = _flatnonzero(cells.reshape(-1))
+    at = _flatnonzero((cells & (layout.pair_count > 0)).reshape(-1))
     toks = _ranges(layout.pair_bucket.take(at), layout.pair_bucket.take(at + 1))
     return CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
 
