@@ -231,7 +231,6 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         return (np.concatenate([c.tokens for c in parts]), np.concatenate([c.first for c in parts]),
                 np.concatenate([c.ptr for c in parts]), stays)
 
-
     def _plain_candidates(self, row: np.ndarray, plain: np.ndarray):
         """The tokens whose first byte is in ``plain`` (whole first-byte buckets), less those
         that die at their second byte: it kills the state the first byte leads to, and the lexeme
@@ -257,14 +256,17 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         """The exits ``h.exits[at]`` of the hub entered by the first bytes ``via`` (to the states
         ``row`` gives), less those that die at their exit byte: the byte kills the hub state, and
         the lexeme there cannot end or the byte cannot start one from ``START``. Such a token is in
-        no row of the table; on a 262k vocabulary this drops ~130k space-led words from START's
-        walk (after whitespace, only a byte that starts a terminal lives)."""
+        no row of the table (where whitespace is an ignored hub, say, a space-led word whose first
+        letter starts no terminal)."""
+        dfa = self.dfa
         targets = np.array(_distinct(row[via]), dtype=np.int64)
         dead = np.zeros((targets.size, 256), dtype=bool)
-        restart_dead = self.dfa.trans[START] == DEAD
+        restart_dead = dfa.trans[START] == DEAD
         for i, t in enumerate(targets.tolist()):
-            kills = self.dfa.trans[t] == DEAD
-            dead[i] = kills & restart_dead if self.emit[t] >= 0 else kills
+            if not dfa.row_done[t]:
+                continue                # a row not built yet kills nothing here
+            kills = dfa.trans[t] == DEAD
+            dead[i] = kills & restart_dead if dfa.emit[t] >= 0 else kills
         if not dead.any():
             return h.exits.take(at)
         exit_byte = h.exit_byte.take(at)
