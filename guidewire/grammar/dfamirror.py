@@ -11,7 +11,7 @@ import numpy as np
 
 from . import tabletuning as tuning
 from .lexer import DEAD, ByteDFA
-from .tablearrays import _flatnonzero
+from .tablearrays import _distinct, _flatnonzero
 from .vocabindex import SENTINEL, LoopRuns, loop_runs, vocab_layout
 
 _ROW = SENTINEL + 1     # width of the extended transition table
@@ -141,23 +141,26 @@ class DfaMirror:
             h = self._hubs[slot] = loop_runs(self.vocab, self._hub_loops[slot])
         return h
 
-    def _to_hub(self, states: np.ndarray) -> np.ndarray:
-        """Per state of ``states``: whether some byte takes it into a known hub.
+    def _to_hub(self, states: np.ndarray) -> bool:
+        """Whether some byte takes one of ``states`` (repeats allowed) into a known hub.
 
         Memoised per state once the lexer is complete (before, a successor whose row is
         not built yet is not known to be a hub).
         """
         if self._rows is None:
+            states = np.asarray(_distinct(states), dtype=np.int64)
             if not self.dfa.row_done.take(states).all():
                 self.dfa.ensure_rows(states)
                 self._sync()
-            return (self.hub.take(self._ext.take(states, axis=0)[:, :256]) >= 0).any(axis=1)
+            return bool((self.hub.take(self._ext.take(states, axis=0)[:, :256]) >= 0).any())
         known = self._hub_next.take(states)
-        todo = states[known < 0]
+        if (known > 0).any():
+            return True
+        todo = np.asarray(_distinct(states[known < 0]), dtype=np.int64)
         if todo.size:
             self._hub_next[todo] = (self.hub.take(self._ext.take(todo, axis=0)[:, :256]) >= 0).any(axis=1)
-            known = self._hub_next.take(states)
-        return known > 0
+            return bool(self._hub_next.take(todo).any())
+        return False
 
     def _row_lists(self):
         """The transition rows as plain lists for byte-by-byte walks: all of them once the

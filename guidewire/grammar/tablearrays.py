@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from . import tabletuning as tuning
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
-    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]``."""
+    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]``.
+
+    In C (``scatter``) when it is built; :func:`_rows_by_group_numpy` is its reference."""
+    compiled = native.module()
+    if compiled is None:
+        return _rows_by_group_numpy(group, ids, n_groups, words)
+    rows = np.zeros((n_groups, words), dtype=np.int32)
+    if ids.size:
+        compiled.scatter(rows, np.ascontiguousarray(group, dtype=np.int64),
+                         np.ascontiguousarray(ids, dtype=np.int64), words)
+    return rows
+
+
+def _rows_by_group_numpy(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
     rows = np.zeros(n_groups * words, dtype=np.uint32)
     if ids.size:
         ids = ids.astype(np.int64, copy=False)
@@ -18,17 +32,26 @@ def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int)
 
 
 def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
-    """One bitmask row with ``ids`` set (dense scatter and pack: cheap for many ids)."""
+    """One bitmask row with ``ids`` set (in C when it is built, else a dense scatter and pack)."""
+    compiled = native.module()
+    if compiled is not None:
+        return _row_of(ids, words)
     buf = np.zeros(words * 32, dtype=bool)
     buf[ids] = True
     return np.packbits(buf, bitorder="little").view(np.int32)
 
 
 def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
-    """One bitmask row with ``ids`` set (scatter-and-pack for many ids, ``bitwise_or.at`` for few)."""
+    """One bitmask row with ``ids`` set (C; else scatter-and-pack for many ids, ``bitwise_or.at`` for few)."""
+    compiled = native.module()
+    if compiled is not None:
+        row = np.zeros(words, dtype=np.int32)
+        if ids.size:
+            compiled.scatter(row, np.zeros(ids.size, dtype=np.int64), np.ascontiguousarray(ids, dtype=np.int64), words)
+        return row
     if ids.size >= words // 4:
         return ids_row(ids, words)
-    return rows_by_group(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
+    return _rows_by_group_numpy(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
 
 
 def _add_row(rows: dict, key, row: np.ndarray) -> None:

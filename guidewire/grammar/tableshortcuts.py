@@ -113,11 +113,10 @@ class InheritanceShortcuts:
         candidates were taken (each token's ``state`` is ``row`` at its first byte).
         """
         layout, dfa = self.layout, self.dfa
-        if not cand.size or not self._hubs:
+        if cand.size < tuning.MIN_INHERITED_TOKENS or not self._hubs:
             return cand, state, ptr, {}
         # first a check per state one byte on, not per token: can a byte reach a hub?
-        after = np.asarray(_distinct(row[row != DEAD]), dtype=np.int64)
-        if not self._to_hub(after).any():
+        if not self._to_hub(row[row != DEAD]):
             return cand, state, ptr, {}
         second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)

@@ -134,6 +134,13 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             row = row.copy()
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
+        few = self._few_candidates(row)
+        if few is not None:     # a handful of tokens: no shortcut pays for its own checks
+            cand, first, ptr, ends = few
+            if self.fuel is not None:
+                self.fuel.spend(1 + cand.size)
+            groups, masks = self._walk_group_small(cand, row.take(first), ptr, ends, [])
+            return self._finish_table(q, base, groups, masks, reused, {}, restart_lexeme, restart_mask)
         cand, first, ptr, stays = self._sliced_candidates(q, row)
         if self._rows is None:      # the slice's checks may have built lexer rows: mirror them
             self._sync()
@@ -166,6 +173,20 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
                                  axis=1)
         groups, masks = self._group(q, cand, fin, nb, lex, stays)
         return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
+
+    def _few_candidates(self, row: np.ndarray):
+        """``(cand, first, ptr, ends)`` of every token whose first byte ``row`` keeps alive, when
+        they are few enough to walk and group in one Python pass (:data:`~.tabletuning.SMALL_TABLE`
+        tokens, a short walk); else None. Typical: a property-name trie inside a key string, whose
+        other first bytes are answered by the string's hub."""
+        live = row != DEAD
+        if int(self.layout.bucket_size.take(_flatnonzero(live)).sum()) > tuning.SMALL_TABLE:
+            return None
+        c = first_byte_tokens(self.vocab, live)
+        ends = self.layout.ends.take(c.tokens)
+        if not _small_walk(c.tokens.size, ends, c.ptr, tuning.SMALL_TABLE):
+            return None
+        return c.tokens, c.first, c.ptr, ends
 
     def _finish_table(self, q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask):
         """Add the reused hubs' tokens (merged into a base table's groups, else inherited) and
@@ -238,19 +259,22 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         the table; on a 262k vocabulary most of START's candidates are space-led words, dead at
         their second byte when whitespace is not a hub (a bounded run of it, say)."""
         firsts = _flatnonzero(plain)
+        layout = self.layout
+        counts = layout.pair_count.take(firsts, axis=0)
+        total = int((layout.bucket.take(firsts + 1) - layout.bucket.take(firsts)).sum())
+        if total <= tuning.SMALL_TABLE:
+            return first_byte_tokens(self.vocab, plain)    # a few: cutting costs more than walking
         states = row.take(firsts)
         dfa = self.dfa
         kills = dfa.trans.take(states, axis=0) == DEAD
-        ends = np.array([dfa.emit[s] >= 0 for s in states.tolist()], dtype=bool)
+        ends = self.emit.take(states) >= 0
         dead = kills & ~(ends[:, None] & (dfa.trans[START] != DEAD)[None, :])
         dead[~dfa.row_done.take(states)] = False     # a row not built yet kills nothing here
-        counts = self.layout.pair_count.take(firsts, axis=0)
-        if int(counts[:, 1:][dead].sum()) * tuning.DEAD_CUT_RATIO <= int(counts.sum()):
+        if int(counts[:, 1:][dead].sum()) * tuning.DEAD_CUT_RATIO <= total:
             return first_byte_tokens(self.vocab, plain)    # few die there: the memoised buckets
-        cells = np.zeros((256, 257), dtype=bool)
-        cells[firsts, 0] = True
-        cells[firsts, 1:] = ~dead
-        return pair_tokens(self.vocab, cells)
+        keep = counts > 0
+        keep[:, 1:] &= ~dead
+        return pair_tokens(self.vocab, firsts, keep)
 
     def _live_exits(self, row: np.ndarray, via: np.ndarray, h, at: np.ndarray) -> np.ndarray:
         """The exits ``h.exits[at]`` of the hub entered by the first bytes ``via`` (to the states

@@ -46,7 +46,7 @@ class VocabLayout:
     token ``i`` has id ``ids[i]`` and first byte ``first[i]``; the tokens starting with byte
     ``b`` are ``bucket[b]:bucket[b+1]``, and those starting with ``b`` then ``c`` are
     ``pair_bucket[b * 257 + c + 1]:pair_bucket[b * 257 + c + 2]`` (``c = -1``: ``b`` alone);
-    ``pair_count[b, c + 1]`` is how many there are.
+    ``pair_count[b, c + 1]`` is how many there are, ``bucket_size[b]`` how many start with ``b``.
     ``flat`` (int64) holds every token's bytes followed by :data:`SENTINEL`; token ``i``
     starts at ``starts[i]`` and its sentinel sits at ``ends[i]``; ``second[i]`` is its
     second byte (:data:`SENTINEL` for a one-byte token). ``first_rows[b]`` is the
@@ -73,6 +73,7 @@ class VocabLayout:
     flat16: np.ndarray
     pair_bucket: np.ndarray
     pair_count: np.ndarray
+    bucket_size: np.ndarray
 
 
 def vocab_layout(vocab) -> VocabLayout:
@@ -105,7 +106,8 @@ def _build_layout(vocab) -> VocabLayout:
     first_rows = rows_by_group(first, ids, 256, words)
     second = flat[starts + 1]
     pair_count = np.diff(pair_bucket).reshape(256, 257)
-    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second, pair_bucket, pair_count):
+    bucket_size = np.diff(bucket)
+    for arr in (ids, first, bucket, starts, ends, flat, first_rows, second, pair_bucket, pair_count, bucket_size):
         arr.setflags(write=False)
     max_len = int(lens.max(initial=0))
     first_of_id = np.full(words * 32, 256, dtype=np.uint16)
@@ -115,7 +117,7 @@ def _build_layout(vocab) -> VocabLayout:
     flat16 = flat.astype(np.uint16)
     flat16.setflags(write=False)
     return VocabLayout(ids, first, bucket, starts, ends, flat, first_rows, words, second, max_len, raw,
-                       first_of_id, lens, flat16, pair_bucket, pair_count)
+                       first_of_id, lens, flat16, pair_bucket, pair_count, bucket_size)
 
 
 @dataclass(frozen=True)
@@ -234,12 +236,14 @@ def _first_byte_tokens(vocab, first: np.ndarray) -> CandidateTokens:
     return out
 
 
-def pair_tokens(vocab, cells: np.ndarray) -> CandidateTokens:
-    """The ordinary tokens whose first two bytes are a cell of ``cells`` (a (256, 257) bool:
-    ``cells[b, c + 1]`` for ``b`` then ``c``, ``cells[b, 0]`` for the one-byte token ``b``), in
-    layout order. Not memoised: the cells of a lexer state are its own."""
+def pair_tokens(vocab, firsts: np.ndarray, cells: np.ndarray) -> CandidateTokens:
+    """The ordinary tokens whose first byte is ``firsts[i]`` and whose second byte is a cell of
+    ``cells[i]`` (a (len(firsts), 257) bool: ``cells[i, c + 1]`` for the second byte ``c``,
+    ``cells[i, 0]`` for the one-byte token ``firsts[i]``), in layout order (``firsts``
+    ascending). Not memoised: the cells of a lexer state are its own."""
     layout = vocab_layout(vocab)
-    at = _flatnonzero((cells & (layout.pair_count > 0)).reshape(-1))
+    i, c = np.nonzero(cells)
+    at = firsts.take(i) * 257 + c
     toks = _ranges(layout.pair_bucket.take(at), layout.pair_bucket.take(at + 1))
     return CandidateTokens(toks, layout.first.take(toks), layout.starts.take(toks) + 1)
 
