@@ -365,12 +365,12 @@ static PyObject *native_group(PyObject *self, PyObject *args) {
     }
     const int64_t *FIN = fin.view.buf, *NB = nb.view.buf, *LEX = lex.view.buf, *ALIVE = alive.view.buf;
     int64_t *GID = gid.view.buf, *KEYS = keys.view.buf;
-    size_t cap = 64;
-    while (cap < (size_t)n * 2) cap <<= 1;
+    /* open addressing, grown (rehashed) at half load: tables hold tens of groups, not n */
+    size_t cap = 256;
     table = malloc(cap * sizeof(Slot));
     if (!table) { PyErr_NoMemory(); goto done; }
     for (size_t k = 0; k < cap; k++) table[k].g = -1;
-    int64_t n_groups = 0;
+    int64_t n_groups = 0, last = -1;   /* last: the previous grouped token's group (runs share keys) */
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t f = FIN[i], c = NB[i];
         GID[i] = -1;
@@ -380,6 +380,12 @@ static PyObject *native_group(PyObject *self, PyObject *args) {
         }
         int64_t a = ALIVE[f];
         if (a < 0 || c > max_tracked) continue;
+        if (last >= 0) {
+            const int64_t *key = KEYS + last * width;
+            int same = key[0] == c && key[1 + max_tracked] == a;
+            for (int k = 0; k < max_tracked && same; k++) same = key[1 + k] == LEX[(Py_ssize_t)k * n + i];
+            if (same) { GID[i] = last; continue; }
+        }
         uint64_t h = 1469598103934665603ULL;
         h = (h ^ (uint64_t)c) * 1099511628211ULL;
         for (int k = 0; k < max_tracked; k++) h = (h ^ (uint64_t)(LEX[(Py_ssize_t)k * n + i] + 1)) * 1099511628211ULL;
@@ -404,6 +410,23 @@ static PyObject *native_group(PyObject *self, PyObject *args) {
                 if (same) { GID[i] = sl->g; break; }
             }
             at = (at + 1) & (cap - 1);
+        }
+        last = GID[i];
+        if ((size_t)n_groups * 2 > cap) {   /* rehash into twice the slots */
+            size_t ncap = cap * 2;
+            Slot *grown = malloc(ncap * sizeof(Slot));
+            if (!grown) { PyErr_NoMemory(); goto done; }
+            for (size_t k = 0; k < ncap; k++) grown[k].g = -1;
+            for (size_t k = 0; k < cap; k++) {
+                if (table[k].g < 0) continue;
+                uint64_t hh = (uint64_t)table[k].h;
+                size_t to = (size_t)(hh ^ (hh >> 29)) & (ncap - 1);
+                while (grown[to].g >= 0) to = (to + 1) & (ncap - 1);
+                grown[to] = table[k];
+            }
+            free(table);
+            table = grown;
+            cap = ncap;
         }
     }
     result = PyLong_FromLongLong(n_groups);

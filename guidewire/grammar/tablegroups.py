@@ -126,9 +126,8 @@ class TokenGrouping:
         if self.admit is not None:   # groups no parser state allows get no row (half of START's)
             keep = np.array(self.admit(groups) + [False], dtype=bool)   # last: gid -1 (dead tokens)
             if not keep[:-1].all():
-                renumber = np.cumsum(keep) - 1
-                mine = keep.take(gid)
-                gid, toks = renumber.take(gid[mine]), toks[mine]
+                # refused groups renumbered to -1 (scatter skips them): no compaction of the tokens
+                gid = np.where(keep, np.cumsum(keep) - 1, -1).take(gid)
                 groups = [g for g, k in zip(groups, keep.tolist()) if k]
                 n_groups = len(groups)
         rows = np.zeros((n_groups + spare, words), dtype=np.int32)

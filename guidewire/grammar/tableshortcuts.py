@@ -225,18 +225,27 @@ class InheritanceShortcuts:
         ``b`` a self-loop byte of ``h`` that ``q`` sends into ``h``, or a UTF-8 lead byte both
         send to one continuation state) walks from ``q`` exactly as from ``h``, so its group
         is the one ``h``'s table gives it. Returns ``(h, first-byte selector)`` pairs with
-        disjoint selectors.
+        disjoint selectors. The first pair's selector also holds the *quiet* bytes: dead from
+        both states and restarting neither, so ``h``'s mask holds no token they start and adding
+        them changes no mask; they make the selector's complement small (a property-name trie
+        state differs from its key-string hub in a byte or two), so its row is cheap and shared.
         """
         if self.lookup is None or not self._hubs:
             return []
         out = []
         live = row != DEAD
         targets = row[live]
+        dfa = self.dfa
         for h in _distinct(targets[self.hub.take(targets) >= 0]):
             if h == q or h in self._busy:
                 continue
-            first = live & (self.dfa.trans[h] == row)
+            first = live & (dfa.trans[h] == row)
             if first.sum() >= tuning.MIN_REUSED_BYTES:
+                if not out:
+                    quiet = ~live & (dfa.trans[h] == DEAD)
+                    if dfa.emit[h] >= 0 or (q != START and dfa.emit[q] >= 0):
+                        quiet &= dfa.trans[START] == DEAD
+                    first = first | quiet
                 out.append((h, first))
                 live = live & ~first
         return out
