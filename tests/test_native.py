@@ -399,3 +399,26 @@ def _read_only(a):
     a = a.copy()
     a.setflags(write=False)
     return a
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 12), st.integers(1, 40), st.integers(0, 300))
+def test_rows_from_ids_match_numpy(seed, n_groups, words, n_ids):
+    """Bitmask rows scattered in C (``rows_by_group``, ``_row_of``, ``ids_row``) equal the numpy
+    references (``bitwise_or.at`` and the dense pack), repeats and unused groups included."""
+    from guidewire.grammar.tablearrays import _row_of, _rows_by_group_numpy, ids_row, rows_by_group
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 32 * words, n_ids if n_groups else 0).astype(np.int64)
+    group = rng.integers(0, max(n_groups, 1), ids.size).astype(np.int64)
+    want = _rows_by_group_numpy(group, ids, n_groups, words)
+    assert np.array_equal(rows_by_group(group, ids, n_groups, words), want)
+    one = np.zeros(words, dtype=np.int32)
+    if ids.size:
+        one = np.bitwise_or.reduce(_rows_by_group_numpy(np.zeros(ids.size, dtype=np.int64), ids, 1, words), axis=0)
+    assert np.array_equal(_row_of(ids, words), one)
+    assert np.array_equal(ids_row(ids, words), one)
+    with _path(False):
+        assert np.array_equal(rows_by_group(group, ids, n_groups, words), want)
+        assert np.array_equal(_row_of(ids, words), one)
+        assert np.array_equal(ids_row(ids, words), one)

@@ -96,11 +96,12 @@ def test_table_covers_every_token(grammars):
             check_state(builder, q, g.vocab.normal_ids.tolist()[::7])
 
 
-@pytest.mark.parametrize("path", ["numpy", "numpy-keep-dead", "python", "fused"])
+@pytest.mark.parametrize("path", ["numpy", "numpy-keep-dead", "python", "fused", "few"])
 def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, path):
     """The walk's and the grouping's paths all match the slow walk: numpy (dead tokens cut by
-    their second byte and dropped before grouping, or walked and grouped with the rest), plain Python (walk, then grouping), and the
-    one-pass Python walk-and-group of small tables.
+    their second byte and dropped before grouping, or walked and grouped with the rest), plain Python (walk, then grouping), the
+    one-pass Python walk-and-group of small tables after the shortcuts, and the same pass over
+    every live token with no shortcut at all ("few").
 
     The thresholds are forced so that one path handles every table; the states are the
     first 40 of each grammar (string bodies, numbers, keywords, whitespace).
@@ -113,7 +114,8 @@ def test_walk_and_grouping_paths_agree_with_slow_walk(grammars, monkeypatch, pat
                         "SMALL_GROUP": 0 if vectorised else big,
                         "DEAD_DROP_RATIO": big if path == "numpy-keep-dead" else 1,
                         "DEAD_CUT_RATIO": 0 if path == "numpy-keep-dead" else big,
-                        "SMALL_TABLE": big if path == "fused" else 0}.items():
+                        "SMALL_TABLE": big if path == "fused" else 0,
+                        "FEW_TOKENS": big if path == "few" else 0}.items():
         monkeypatch.setattr(tt, name, value)
     rng = np.random.default_rng(1)
     for g in grammars.values():

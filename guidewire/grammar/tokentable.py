@@ -176,15 +176,15 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
 
     def _few_candidates(self, row: np.ndarray):
         """``(cand, first, ptr, ends)`` of every token whose first byte ``row`` keeps alive, when
-        they are few enough to walk and group in one Python pass (:data:`~.tabletuning.SMALL_TABLE`
+        they are few enough to walk and group in one Python pass (:data:`~.tabletuning.FEW_TOKENS`
         tokens, a short walk); else None. Typical: a property-name trie inside a key string, whose
         other first bytes are answered by the string's hub."""
         live = row != DEAD
-        if int(self.layout.bucket_size.take(_flatnonzero(live)).sum()) > tuning.SMALL_TABLE:
+        if int(self.layout.bucket_size.take(_flatnonzero(live)).sum()) > tuning.FEW_TOKENS:
             return None
         c = first_byte_tokens(self.vocab, live)
         ends = self.layout.ends.take(c.tokens)
-        if not _small_walk(c.tokens.size, ends, c.ptr, tuning.SMALL_TABLE):
+        if not _small_walk(c.tokens.size, ends, c.ptr, tuning.FEW_TOKENS):
             return None
         return c.tokens, c.first, c.ptr, ends
 
@@ -262,7 +262,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         layout = self.layout
         counts = layout.pair_count.take(firsts, axis=0)
         total = int((layout.bucket.take(firsts + 1) - layout.bucket.take(firsts)).sum())
-        if total <= tuning.SMALL_TABLE:
+        if total <= tuning.FEW_TOKENS:
             return first_byte_tokens(self.vocab, plain)    # a few: cutting costs more than walking
         states = row.take(firsts)
         dfa = self.dfa
