@@ -38,6 +38,8 @@ EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks ar
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
 GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
 PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per chosen group
+ADMIT_MEMO_BYTES = 4 << 20  # bound of the memo of group keys FOLLOW admits (about ADMIT_ENTRY_BYTES each)
+ADMIT_ENTRY_BYTES = 160     # a memoised group key: its tuple, ints and dict slot
 
 
 def _weak_call(method):
@@ -98,6 +100,7 @@ class CompiledGrammar:
         self._table_bytes = 0
         self._follow: list = []                 # see _lexeme_follow
         self._by_term: list[int] | None = None   # FOLLOW set per terminal
+        self._admitted: dict = {}                # group key -> _admits' answer (bounded, see _admits)
         self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
@@ -272,21 +275,29 @@ class CompiledGrammar:
 
     def _admits(self, groups) -> list[bool]:
         """Per group key ``(lexemes, alive)``: whether some parser state could allow it (see
-        :meth:`_prune`; the table builder asks before it builds the groups' rows)."""
+        :meth:`_prune`; the table builder asks before it builds the groups' rows). Memoised per
+        key (a function of the grammar alone), the memo cleared past ``ADMIT_MEMO_BYTES``."""
         follow = self._lexeme_follow()
+        memo = self._admitted
+        if len(memo) * ADMIT_ENTRY_BYTES > ADMIT_MEMO_BYTES:
+            memo.clear()
         out = []
-        for lexemes, alive in groups:
-            nxt = -1   # what may come after the lexemes so far (-1: anything)
-            ok = True
-            for e in lexemes:
-                f = follow[e]
-                if f is None:      # an ignored lexeme changes nothing
-                    continue
-                if not (f[1] & nxt):
-                    ok = False
-                    break
-                nxt = f[0]
-            out.append(ok and bool(alive & nxt))
+        for key in groups:
+            ok = memo.get(key)
+            if ok is None:
+                lexemes, alive = key
+                nxt = -1   # what may come after the lexemes so far (-1: anything)
+                ok = True
+                for e in lexemes:
+                    f = follow[e]
+                    if f is None:      # an ignored lexeme changes nothing
+                        continue
+                    if not (f[1] & nxt):
+                        ok = False
+                        break
+                    nxt = f[0]
+                ok = memo[key] = ok and bool(alive & nxt)
+            out.append(ok)
         return out
 
     def _lexeme_follow(self) -> list:

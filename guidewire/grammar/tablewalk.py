@@ -275,8 +275,18 @@ class TokenWalker:
                 gid.append(g)
                 toks.append(tok)
         words = self.layout.words
-        masks = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(index), words)
-        return self._add_stays(list(index), masks, {}, stays)
+        keys = list(index)
+        if self.admit is not None and keys:   # groups no parser state allows get no row
+            ok = self.admit(keys)
+            if not all(ok):
+                renumber, keys, n = [], [k for k, y in zip(keys, ok) if y], 0
+                for y in ok:
+                    renumber.append(n if y else -1)
+                    n += y
+                kept = [(renumber[g], t) for g, t in zip(gid, toks) if renumber[g] >= 0]
+                gid, toks = [g for g, _t in kept], [t for _g, t in kept]
+        masks = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(keys), words)
+        return self._add_stays(keys, masks, {}, stays)
 
     def _walk_bytes(self, q: int, data) -> tuple[list[int], int]:
         """:func:`walk_token` on plain rows (for the exact regrouping of many-lexeme tokens)."""
