@@ -229,7 +229,7 @@ class CompiledGrammar:
 
     def _table_entry(self, q: int) -> list:
         """``[table, parts or None, bytes, row form]`` of lexer state ``q``'s class (LRU, bounded in
-        bytes; the row form is :meth:`_row_form`'s, None before a first mask and False after it).
+        bytes; the row form is :meth:`_row_form`'s list, None before a first mask and False after it).
 
         The parts (see :meth:`_lexeme_parts`) index the groups of the very table they sit
         beside, so a table and its parts are evicted and rebuilt together.
@@ -376,36 +376,46 @@ class CompiledGrammar:
                 self._table_bytes += size
                 self._trim_tables()
 
-    def _row_form(self, entry: list, compiled) -> tuple:
-        """A table's group rows as the compiled OR reads them: ``(masks, slot, offsets, ids, new bytes)``.
+    def _row_form(self, entry: list, compiled, sel: np.ndarray) -> tuple:
+        """A table's group rows as the compiled OR reads them, for the groups ``sel`` at least:
+        ``(masks, slot, offsets, ids, new bytes)``.
 
         A group with fewer tokens than ``words / SPARSE_ROW_DIVISOR`` is also kept as its sorted
         token ids (``ids[offsets[slot[g]]:offsets[slot[g] + 1]]``), which are set bit by bit:
         cheaper than OR-ing its whole dense row. Tables in product lexers hold hundreds of small
-        groups; a mask choosing most of them cost a full row each (Gemma-3: 32 KB a row). Built
-        on a table's second mask (a table used once never pays for it); the last item is the bytes
-        it adds (0 once built).
+        groups; a mask choosing most of them cost a full row each (Gemma-3: 32 KB a row). Made on
+        a table's second mask (a table used once never pays for it), and then a group at a time,
+        when a mask first chooses it (``slot`` -2: not looked at yet; -1: dense): a ``START`` table
+        of hundreds of groups of which each mask picks a few never scans the others. The last item
+        is the bytes it adds. Runs under the grammar's lock (the arrays grow in place).
         """
         form = entry[3]
-        if form:
-            return (*form, 0)
-        masks = np.ascontiguousarray(entry[0].masks)
-        n = masks.shape[0]
-        counts = np.zeros(n, dtype=np.int64)
-        if n:
-            compiled.row_counts(masks, counts)
-        sparse = np.flatnonzero(counts < max(1, self.words // SPARSE_ROW_DIVISOR)).astype(np.int64, copy=False)
-        slot = np.full(n, -1, dtype=np.int64)
-        slot[sparse] = np.arange(sparse.size)
-        offsets = np.zeros(sparse.size + 1, dtype=np.int64)
-        np.cumsum(counts.take(sparse), out=offsets[1:])
-        ids = np.empty(int(offsets[-1]), dtype=np.int32)
-        if sparse.size:
-            compiled.row_ids(masks, sparse, offsets, ids, self.words)
-        for arr in (slot, offsets, ids):
-            arr.setflags(write=False)
-        form = entry[3] = (masks, slot, offsets, ids)
-        return (*form, slot.nbytes + offsets.nbytes + ids.nbytes)
+        added = 0
+        if not form:
+            masks = np.ascontiguousarray(entry[0].masks)
+            form = entry[3] = [masks, np.full(masks.shape[0], -2, dtype=np.int64),
+                               np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32)]
+            added += form[1].nbytes + 8
+        masks, slot, offsets, ids = form
+        new = sel[slot.take(sel) == -2]
+        if new.size:
+            new = np.unique(new)
+            counts = np.zeros(new.size, dtype=np.int64)
+            compiled.row_counts(np.ascontiguousarray(masks.take(new, axis=0)), counts)
+            small = counts < max(1, self.words // SPARSE_ROW_DIVISOR)
+            slot[new[~small]] = -1
+            sparse = new[small]
+            if sparse.size:
+                more = np.zeros(sparse.size + 1, dtype=np.int64)
+                np.cumsum(counts[small], out=more[1:])
+                got = np.empty(int(more[-1]), dtype=np.int32)
+                compiled.row_ids(masks, sparse, more, got, self.words)
+                slot[sparse] = np.arange(offsets.size - 1, offsets.size - 1 + sparse.size)
+                offsets = np.concatenate([offsets, offsets[-1] + more[1:]])
+                ids = np.concatenate([ids, got])
+                form[2], form[3] = offsets, ids
+                added += 8 * sparse.size + got.nbytes
+        return masks, slot, offsets, ids, added
 
     def _compute_mask(self, s: int, q: int) -> np.ndarray:
         entry = self._table_entry(q)
@@ -439,10 +449,11 @@ class CompiledGrammar:
             row = np.empty(self.words, dtype=np.int32)
             compiled.or_rows(row, np.ascontiguousarray(table.masks), np.array(sel, dtype=np.int64))
         elif compiled is not None:  # later masks: dense rows, or a sparse group's ids
-            masks, slot, offsets, ids, size = self._row_form(entry, compiled)
-            self._account(entry, q, size)   # nonzero when the row form was just built
+            chosen = np.array(sel, dtype=np.int64)
+            masks, slot, offsets, ids, size = self._row_form(entry, compiled, chosen)
+            self._account(entry, q, size)   # nonzero when groups were added to the row form
             row = np.empty(self.words, dtype=np.int32)
-            compiled.or_groups(row, masks, np.array(sel, dtype=np.int64), slot, offsets, ids)
+            compiled.or_groups(row, masks, chosen, slot, offsets, ids)
         elif sel:
             row = np.bitwise_or.reduce(table.masks[sel], axis=0)
         else:
