@@ -52,7 +52,8 @@ class TokenTable:
     under the same parser state; ``hub`` is ``START`` or a self-loop hub, and the tables
     of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be
     lexed from ``state`` is in exactly one group, one inherited row or the restart row (which may also hold tokens that then fail from
-    ``START``: the START mask leaves those out).
+    ``START``: the START mask leaves those out; and an inherited row may hold tokens dead from
+    both ``state`` and ``hub`` whose first byte restarts neither, which ``hub``'s mask never allows).
     """
 
     state: int
