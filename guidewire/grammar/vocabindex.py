@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.bitmask import bitmask_words
+from . import native
 from . import tabletuning as tuning
 from .lexer import concat_ranges as _ranges
 from .tablearrays import _flatnonzero, ids_row, rows_by_group
@@ -498,7 +499,10 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
 
 def _sum_rows(gid: np.ndarray, toks: np.ndarray, n_rows: int, words: int) -> np.ndarray:
     """``(n_rows, words)`` int32 rows, token ``toks[i]`` in row ``gid[i]`` (tokens distinct): the bits
-    of distinct tokens are distinct powers of two, so their float64 sum is exact and is their OR."""
+    of distinct tokens are distinct powers of two, so their float64 sum is exact and is their OR.
+    Scattered in C when it is built (:func:`rows_by_group`)."""
+    if native.module() is not None:
+        return rows_by_group(gid, toks, n_rows, words)
     toks = toks.astype(np.int64, copy=False)
     sums = np.bincount(gid.astype(np.int64) * words + (toks >> 5), weights=np.left_shift(1, toks & 31),
                        minlength=n_rows * words)
