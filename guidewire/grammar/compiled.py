@@ -27,6 +27,7 @@ from . import native
 from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
+from .tablearrays import _distinct
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 __all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
@@ -399,7 +400,7 @@ class CompiledGrammar:
         masks, slot, offsets, ids = form
         new = sel[slot.take(sel) == -2]
         if new.size:
-            new = np.unique(new)
+            new = np.array(_distinct(new), dtype=np.int64)   # not np.unique: its first call imports numpy.ma (~15 ms)
             counts = np.zeros(new.size, dtype=np.int64)
             compiled.row_counts(np.ascontiguousarray(masks.take(new, axis=0)), counts)
             small = counts < max(1, self.words // SPARSE_ROW_DIVISOR)
