@@ -9,9 +9,9 @@ from . import tabletuning as tuning
 
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
-    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]``.
-
-    In C (``scatter``) when it is built; :func:`_rows_by_group_numpy` is its reference."""
+    """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]`` (a
+    negative group: no row). In C (``scatter``) when it is built; :func:`_rows_by_group_numpy` is
+    its reference."""
     compiled = native.module()
     if compiled is None:
         return _rows_by_group_numpy(group, ids, n_groups, words)
@@ -25,17 +25,27 @@ def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int)
 def _rows_by_group_numpy(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
     rows = np.zeros(n_groups * words, dtype=np.uint32)
     if ids.size:
+        group = group.astype(np.int64, copy=False)
         ids = ids.astype(np.int64, copy=False)
-        np.bitwise_or.at(rows, group.astype(np.int64, copy=False) * words + (ids >> 5),
+        if group.size and group.min() < 0:
+            mine = group >= 0
+            group, ids = group[mine], ids[mine]
+        np.bitwise_or.at(rows, group * words + (ids >> 5),
                          np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
     return rows.reshape(n_groups, words).view(np.int32)
 
 
+def admitted_numbers(admitted: list[bool]) -> np.ndarray:
+    """Per group, its index among the admitted groups, or -1 if refused; one more entry (-1) at the
+    end, so that the group id -1 (a dead token) maps to -1 too."""
+    keep = np.array(list(admitted) + [False], dtype=bool)
+    return np.where(keep, np.cumsum(keep) - 1, -1)
+
+
 def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
     """One bitmask row with ``ids`` set (in C when it is built, else a dense scatter and pack)."""
-    compiled = native.module()
-    if compiled is not None:
-        return _row_of(ids, words)
+    if native.module() is not None:
+        return rows_by_group(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
     buf = np.zeros(words * 32, dtype=bool)
     buf[ids] = True
     return np.packbits(buf, bitorder="little").view(np.int32)
@@ -43,15 +53,9 @@ def ids_row(ids: np.ndarray, words: int) -> np.ndarray:
 
 def _row_of(ids: np.ndarray, words: int) -> np.ndarray:
     """One bitmask row with ``ids`` set (C; else scatter-and-pack for many ids, ``bitwise_or.at`` for few)."""
-    compiled = native.module()
-    if compiled is not None:
-        row = np.zeros(words, dtype=np.int32)
-        if ids.size:
-            compiled.scatter(row, np.zeros(ids.size, dtype=np.int64), np.ascontiguousarray(ids, dtype=np.int64), words)
-        return row
-    if ids.size >= words // 4:
-        return ids_row(ids, words)
-    return _rows_by_group_numpy(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
+    if native.module() is None and ids.size < words // 4:
+        return _rows_by_group_numpy(np.zeros(ids.size, dtype=np.int64), ids, 1, words)[0]
+    return ids_row(ids, words)
 
 
 def _add_row(rows: dict, key, row: np.ndarray) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD
-from .tablearrays import _add_row, _flatnonzero, _row_of, rows_by_group
+from .tablearrays import _add_row, _flatnonzero, _row_of, admitted_numbers, rows_by_group
 
 
 class TokenGrouping:
@@ -124,11 +124,11 @@ class TokenGrouping:
         groups = [(tuple(k[1:1 + k[0]]), values[k[-1]]) for k in keys[:n_groups].tolist()]
         toks = self.layout.ids.take(cand)
         if self.admit is not None:   # groups no parser state allows get no row (half of START's)
-            keep = np.array(self.admit(groups) + [False], dtype=bool)   # last: gid -1 (dead tokens)
-            if not keep[:-1].all():
+            ok = self.admit(groups)
+            if not all(ok):
                 # refused groups renumbered to -1 (scatter skips them): no compaction of the tokens
-                gid = np.where(keep, np.cumsum(keep) - 1, -1).take(gid)
-                groups = [g for g, k in zip(groups, keep.tolist()) if k]
+                gid = admitted_numbers(ok).take(gid)
+                groups = [g for g, k in zip(groups, ok) if k]
                 n_groups = len(groups)
         rows = np.zeros((n_groups + spare, words), dtype=np.int32)
         compiled.scatter(rows, np.ascontiguousarray(gid), np.ascontiguousarray(toks, dtype=np.int64), words)

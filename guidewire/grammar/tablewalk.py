@@ -11,7 +11,7 @@ import numpy as np
 from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
-from .tablearrays import _distinct, _flatnonzero, _kept, rows_by_group
+from .tablearrays import _distinct, _flatnonzero, _kept, admitted_numbers, rows_by_group
 from .dfamirror import _ROW
 
 
@@ -276,16 +276,13 @@ class TokenWalker:
                 toks.append(tok)
         words = self.layout.words
         keys = list(index)
+        gid = np.array(gid, dtype=np.int64)
         if self.admit is not None and keys:   # groups no parser state allows get no row
             ok = self.admit(keys)
             if not all(ok):
-                renumber, keys, n = [], [k for k, y in zip(keys, ok) if y], 0
-                for y in ok:
-                    renumber.append(n if y else -1)
-                    n += y
-                kept = [(renumber[g], t) for g, t in zip(gid, toks) if renumber[g] >= 0]
-                gid, toks = [g for g, _t in kept], [t for _g, t in kept]
-        masks = rows_by_group(np.array(gid, dtype=np.int64), np.array(toks, dtype=np.int64), len(keys), words)
+                gid = admitted_numbers(ok).take(gid)
+                keys = [k for k, y in zip(keys, ok) if y]
+        masks = rows_by_group(gid, np.array(toks, dtype=np.int64), len(keys), words)
         return self._add_stays(keys, masks, {}, stays)
 
     def _walk_bytes(self, q: int, data) -> tuple[list[int], int]:

@@ -260,11 +260,10 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
         the table; on a 262k vocabulary most of START's candidates are space-led words, dead at
         their second byte when whitespace is not a hub (a bounded run of it, say)."""
         firsts = _flatnonzero(plain)
-        layout = self.layout
-        counts = layout.pair_count.take(firsts, axis=0)
-        total = int((layout.bucket.take(firsts + 1) - layout.bucket.take(firsts)).sum())
+        total = int(self.layout.bucket_size.take(firsts).sum())
         if total <= tuning.FEW_TOKENS:
             return first_byte_tokens(self.vocab, plain)    # a few: cutting costs more than walking
+        counts = self.layout.pair_count.take(firsts, axis=0)
         states = row.take(firsts)
         dfa = self.dfa
         kills = dfa.trans.take(states, axis=0) == DEAD
