@@ -177,6 +177,9 @@ class JediBackend:
         self._runner = _jedi_runner()
         self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
         self._alock = threading.Lock()
+        from .jedifast import NameCache
+
+        self.names = NameCache()  # library classes' attribute names, across queries
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
         key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -202,9 +205,11 @@ class JediBackend:
         return self._jedi.Script(**kw)
 
     def attributes(self, code, line, column, *, path, deadline_s):
+        from .jedifast import attribute_names
+
         def query():
-            comps = self._script(code, path).complete(line, column)
-            return [c.name for c in comps if c.name.isidentifier()]
+            return [n for n in attribute_names(self._script(code, path), line, column, self.names)
+                    if n.isidentifier()]
 
         names = self._ask(("attributes", code, line, column, path), query, deadline_s)
         return names or None

@@ -37,6 +37,9 @@ out_fd = os.dup(1)
 os.dup2(2, 1)  # anything jedi prints goes to stderr, never into the protocol
 rx, tx = Connection(0, writable=False), Connection(out_fd, readable=False)
 import jedi
+import runpy
+fast = runpy.run_path(sys.argv[2])  # guidewire/monitors/jedifast.py: no guidewire imports
+names_cache = fast["NameCache"]()
 root = sys.argv[1] or None
 project = jedi.Project(root) if root else None
 while True:
@@ -53,7 +56,7 @@ while True:
             kw["project"] = project
         script = jedi.Script(**kw)
         if kind == "attributes":
-            value = [c.name for c in script.complete(line, column) if c.name.isidentifier()]
+            value = [n for n in fast["attribute_names"](script, line, column, names_cache) if n.isidentifier()]
         else:
             value = []
             for s in script.get_signatures(line, column):
@@ -89,7 +92,8 @@ class JediProcessBackend:
         self._start()
 
     def _start(self) -> None:
-        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self.project_root or ""],
+        fast = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jedifast.py")
+        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self.project_root or "", fast],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, close_fds=True)
         self._tx = Connection(os.dup(self._proc.stdin.fileno()), readable=False)

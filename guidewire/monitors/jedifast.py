@@ -1,0 +1,199 @@
+"""Attribute names after ``expr.`` from jedi, faster than ``Script.complete``.
+
+``Script.complete`` at a dot infers the expression (a set of values: often the same class many
+times over, e.g. 26 ``bytes``/``str`` instances for one ``data.``), then walks every value's
+name filters (every class of its MRO, each name checked for reachability): most of a query's
+time, and all of its tail. Here, through jedi's own completion code with one method replaced:
+
+- each distinct value is walked once (values are keyed by their kind and their definition node:
+  instances of one class list the same names whatever their arguments);
+- the names of a value defined in *library* code (a file under the interpreter's prefixes or
+  jedi's bundled stubs, never the buffer) are kept across queries in a :class:`NameCache`,
+  keyed by the file, its modification time and the definition's position.
+
+The names returned are those ``Script.complete`` lists at that point (same order of precedence
+for a name defined by a ``del``: the first definition met decides), which
+``tests/test_monitor_jedifast.py`` checks against ``Script.complete`` on random standard-library
+dots. Anything but a trailer completion (and any jedi whose internals differ) goes through
+``Script.complete`` itself. This module imports nothing from guidewire: the jedi child process
+(:mod:`.jediproc`) runs it from its source file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import OrderedDict
+
+_ENTRY_OVERHEAD = 96  # bytes charged per cached value besides its names
+
+
+class NameCache:
+    """An LRU of ``key -> ((name, is_del), ...)`` bounded in bytes (names' lengths plus a fixed
+    charge per entry and per name)."""
+
+    def __init__(self, max_bytes: int = 8 << 20):
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def _size(entries) -> int:
+        return _ENTRY_OVERHEAD + sum(len(n) + 16 for n, _ in entries)
+
+    def get(self, key):
+        """The cached entries of ``key`` (None: not cached)."""
+        with self._lock:
+            got = self._entries.get(key)
+            if got is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return got
+
+    def put(self, key, entries) -> None:
+        """Keep ``entries`` for ``key`` (the least recently used go beyond the byte bound)."""
+        size = self._size(entries)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= self._size(old)
+            self._entries[key] = entries
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= self._size(dropped)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes charged by the entries held."""
+        return self._bytes
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    try:
+        import jedi
+
+        roots.add(os.path.realpath(os.path.dirname(jedi.__file__)))
+    except ImportError:  # pragma: no cover - jedi is what this module serves
+        pass
+    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+
+
+_LIBRARY = _library_roots()
+
+
+def _shareable_key(value, module_context):
+    """The cross-query key of a value's names, or None when they may depend on the buffer
+    (defined in it, outside library code, a proxy class whose ``__getattr__`` forwards)."""
+    node = value.tree_node
+    if node is None:
+        return None
+    root = value.get_root_context()
+    if root.tree_node is module_context.tree_node:
+        return None
+    path = root.py__file__()
+    if path is None:
+        return None
+    path = os.path.realpath(str(path))
+    if not path.startswith(_LIBRARY):
+        return None
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    if hasattr(value, "get_function_slot_names") and (
+            value.get_function_slot_names("__getattr__") or value.get_function_slot_names("__getattribute__")):
+        return None  # jedi's getattr heuristic lists the forwarded object's names: per instance
+    return (type(value).__name__, path, mtime, node.start_pos, bool(value.is_stub()))
+
+
+def _entries(names) -> tuple:
+    """``(string name, defined by a del)`` of completion names, as ``filter_names`` reads them."""
+    out = []
+    for n in names:
+        tree_name = n.tree_name
+        definition = tree_name.get_definition() if tree_name is not None else None
+        out.append((n.string_name, definition is not None and definition.type == "del_stmt"))
+    return tuple(out)
+
+
+def _make_completion_class():
+    from jedi.api.completion import Completion, complete_trailer, get_user_context
+
+    class AttributeCompletion(Completion):
+        """jedi's completion with the trailer's name walk replaced (see the module docstring)."""
+
+        attribute_entries = None
+        name_cache = None
+
+        def _complete_trailer_for_values(self, values):
+            user_context = get_user_context(self._module_context, self._position)
+            seen, entries = set(), []
+            for value in values:
+                node = value.tree_node
+                ident = (type(value), id(node) if node is not None else id(value))
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                key = _shareable_key(value, self._module_context) if self.name_cache is not None else None
+                got = self.name_cache.get(key) if key is not None else None
+                if got is None:
+                    got = _entries(complete_trailer(user_context, [value]))
+                    if key is not None:
+                        self.name_cache.put(key, got)
+                entries.extend(got)
+            self.attribute_entries = entries
+            return []  # the caller reads attribute_entries
+
+    return AttributeCompletion
+
+
+try:
+    _AttributeCompletion = _make_completion_class()
+except (ImportError, AttributeError, TypeError):  # pragma: no cover - another jedi
+    _AttributeCompletion = None
+
+
+def _matches(name: str, like: str) -> bool:
+    from jedi import settings
+
+    if settings.case_insensitive_completion:
+        return name.lower().startswith(like.lower())
+    return name.startswith(like)
+
+
+def attribute_names(script, line: int, column: int, cache: NameCache | None = None) -> list[str]:
+    """The names ``script.complete(line, column)`` lists at a dot (identifiers or not), computed
+    as the module docstring says; any other completion falls back to ``Script.complete``."""
+    if _AttributeCompletion is not None:
+        try:
+            state = script._inference_state
+            state.reset_recursion_limitations()
+            comp = _AttributeCompletion(state, script._get_module_context(), script._code_lines,
+                                        (line, column), script.get_signatures)
+        except (AttributeError, TypeError):  # pragma: no cover - another jedi
+            comp = None
+        if comp is not None:
+            comp.name_cache = cache
+            result = comp.complete()
+            if comp.attribute_entries is None:
+                return [c.name for c in result]
+            like = comp._like_name
+            done, out = set(), []
+            for name, is_del in comp.attribute_entries:
+                if like and not _matches(name, like):
+                    continue
+                if name not in done:
+                    done.add(name)
+                    if not is_del:
+                        out.append(name)
+            return out
+    return [c.name for c in script.complete(line, column)]

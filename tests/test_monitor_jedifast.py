@@ -1,0 +1,117 @@
+"""The fast attribute listing (``monitors.jedifast``) against its slow reference,
+``jedi.Script.complete``, at random dots of standard-library functions; and its name cache."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sysconfig
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+jedi = pytest.importorskip("jedi")
+
+from guidewire.monitors.analysis import buffer_path, cursor  # noqa: E402
+from guidewire.monitors.jedifast import NameCache, attribute_names  # noqa: E402
+
+# modules whose dots infer to many values (io classes from open(), str|bytes unions, tkinter)
+_FILES = ("imghdr.py", "mailbox.py", "json/decoder.py", "email/header.py", "argparse.py",
+          "shutil.py", "tarfile.py", "configparser.py", "pathlib.py", "logging/__init__.py")
+
+
+def _dots(rel: str) -> list[int]:
+    """Byte offsets of the dot of every ``NAME.attr`` inside a function body of ``rel``."""
+    path = os.path.join(sysconfig.get_paths()["stdlib"], rel)
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    raw = source.encode("utf-8")
+    starts = [0]
+    for ln in raw.splitlines(keepends=True):
+        starts.append(starts[-1] + len(ln))
+    out = set()
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                        and node.end_lineno == node.value.end_lineno:
+                    dot = starts[node.end_lineno - 1] + node.end_col_offset - len(node.attr.encode()) - 1
+                    if raw[dot:dot + 1] == b".":
+                        out.add(dot)
+    return sorted(out)
+
+
+_POINTS = {rel: _dots(rel) for rel in _FILES if os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], rel))}
+_CACHE = NameCache()
+_RAN: list = []
+
+
+def _query(rel: str, dot: int):
+    path = os.path.join(sysconfig.get_paths()["stdlib"], rel)
+    with open(path, encoding="utf-8") as f:
+        code = f.read().encode("utf-8")[:dot + 1].decode("utf-8")
+    line, col = cursor(code)
+    return code, buffer_path(path), line, col
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(_POINTS)), st.floats(0, 1, exclude_max=True))
+def test_attribute_names_match_script_complete(rel, u):
+    dots = _POINTS[rel]
+    dot = dots[int(u * len(dots))]
+    code, path, line, col = _query(rel, dot)
+    slow = [c.name for c in jedi.Script(code=code, path=path).complete(line, col)]
+    fast = attribute_names(jedi.Script(code=code, path=path), line, col, _CACHE)
+    assert sorted(set(fast)) == sorted(set(slow)), (rel, dot)
+    assert len(fast) == len(set(fast))
+    _RAN.append((rel, dot, len(slow)))
+
+
+def test_cases_ran_and_cache_answers_the_same():
+    assert len(_RAN) >= 20 and sum(n > 0 for *_, n in _RAN) >= 15  # real listings were compared
+    assert len({r for r, *_ in _RAN}) >= 5
+    before = _CACHE.hits
+    for rel, dot, _ in _RAN[:8]:  # again, the library classes' names now from the cache
+        code, path, line, col = _query(rel, dot)
+        slow = [c.name for c in jedi.Script(code=code, path=path).complete(line, col)]
+        assert sorted(attribute_names(jedi.Script(code=code, path=path), line, col, _CACHE)) == sorted(set(slow))
+    assert _CACHE.hits > before
+
+
+_UNIONS = {  # dots whose expression infers to several classes (and duplicates of them)
+    "open": ("def f(name):\n    with open(name) as fh:\n        fh.", {"read", "close", "seek"}),
+    "str|bytes": ("def f(flag):\n    data = 'a' if flag else b'b'\n    data = data.strip()\n    data.",
+                  {"decode", "encode", "isdecimal"}),
+    "list|dict|set": ("def f(k):\n    x = [] if k == 1 else {} if k == 2 else set()\n    x.",
+                      {"append", "keys", "add"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_UNIONS))
+def test_several_classes_list_every_class_once(case):
+    code, must = _UNIONS[case]
+    line, col = cursor(code)
+    slow = [c.name for c in jedi.Script(code=code).complete(line, col)]
+    names = attribute_names(jedi.Script(code=code), line, col, NameCache())
+    assert must <= set(names) and sorted(names) == sorted(set(slow))
+    assert len(names) == len(set(names))
+
+
+def test_buffer_classes_are_not_cached():
+    cache = NameCache()
+    for attr in ("alpha", "beta"):  # the same class position, edited between queries
+        code = f"class K:\n    def __init__(self):\n        self.{attr} = 1\n\ndef g(k: K):\n    k."
+        line, col = cursor(code)
+        names = attribute_names(jedi.Script(code=code), line, col, cache)
+        assert attr in names and ({"alpha", "beta"} - {attr}).isdisjoint(names)
+
+
+def test_name_cache_is_bounded_in_bytes():
+    cache = NameCache(max_bytes=2000)
+    for i in range(100):
+        cache.put(("k", i), tuple((f"name{i}_{j}", False) for j in range(10)))
+        assert cache.nbytes <= 2000
+    assert cache.get(("k", 99)) is not None and cache.get(("k", 0)) is None
+    cache.put(("huge",), tuple((f"n{j}", False) for j in range(1000)))  # larger than the bound
+    assert cache.get(("huge",)) is None and cache.nbytes <= 2000
