@@ -89,16 +89,40 @@ def _library_roots() -> tuple[str, ...]:
 
 _LIBRARY = _library_roots()
 
+try:
+    from jedi.inference.value.iterable import Sequence as _SEQUENCE
+except ImportError:  # pragma: no cover - another jedi
+    _SEQUENCE = None
+
+
+def _forwards(value) -> bool:
+    """Whether an instance's class defines ``__getattr__``/``__getattribute__`` other than
+    ``object``'s (whose stub forwards nothing)."""
+    if not hasattr(value, "get_function_slot_names"):
+        return False
+    for slot in ("__getattr__", "__getattribute__"):
+        for name in value.get_function_slot_names(slot):
+            tree_name = getattr(name, "tree_name", None)
+            cls = tree_name.search_ancestor("classdef") if tree_name is not None else None
+            if cls is None or cls.name.value != "object":
+                return True
+    return False
+
 
 def _shareable_key(value, module_context):
     """The cross-query key of a value's names, or None when they may depend on the buffer
-    (defined in it, outside library code, a proxy class whose ``__getattr__`` forwards)."""
+    (defined in it, outside library code, a proxy class whose ``__getattr__`` forwards).
+    Literals and comprehensions (``[]``, ``{k: v ...}``, ``*args``) list their builtin class's
+    names whatever they hold: keyed by their kind."""
+    if _SEQUENCE is not None and isinstance(value, _SEQUENCE):
+        kind = getattr(value, "array_type", None)
+        return None if kind is None else ("sequence", type(value).__name__, str(kind))
     node = value.tree_node
     if node is None:
         return None
     root = value.get_root_context()
-    if root.tree_node is module_context.tree_node:
-        return None
+    if root.tree_node is module_context.tree_node or node.get_root_node() is not root.tree_node:
+        return None  # defined in the buffer, or a node elsewhere than the file the key names
     path = root.py__file__()
     if path is None:
         return None
@@ -109,8 +133,7 @@ def _shareable_key(value, module_context):
         mtime = os.stat(path).st_mtime_ns
     except OSError:
         return None
-    if hasattr(value, "get_function_slot_names") and (
-            value.get_function_slot_names("__getattr__") or value.get_function_slot_names("__getattribute__")):
+    if _forwards(value):
         return None  # jedi's getattr heuristic lists the forwarded object's names: per instance
     return (type(value).__name__, path, mtime, node.start_pos, bool(value.is_stub()))
 
