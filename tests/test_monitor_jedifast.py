@@ -115,3 +115,14 @@ def test_name_cache_is_bounded_in_bytes():
     assert cache.get(("k", 99)) is not None and cache.get(("k", 0)) is None
     cache.put(("huge",), tuple((f"n{j}", False) for j in range(1000)))  # larger than the bound
     assert cache.get(("huge",)) is None and cache.nbytes <= 2000
+
+
+def test_literals_at_one_position_keep_their_own_names():
+    cache = NameCache()  # one cache across buffers whose literal sits at the same position
+    for lit, must in (("[]", "append"), ("{1}", "add"), ("(1,)", "index"), ("{}", "keys")):
+        code = f"def f():\n    x = {lit}\n    x."
+        line, col = cursor(code)
+        slow = [c.name for c in jedi.Script(code=code).complete(line, col)]
+        names = attribute_names(jedi.Script(code=code), line, col, cache)
+        assert must in names and sorted(names) == sorted(set(slow)), lit
+    assert cache.hits == 0  # four kinds, four keys
