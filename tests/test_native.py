@@ -297,6 +297,11 @@ def test_or_of_rows_and_sparse_groups_matches_numpy(seed, n_groups, words, n_sel
     counts = np.zeros(n_groups, dtype=np.int64)
     c.row_counts(rows, counts)
     assert counts.tolist() == bits.sum(axis=1).tolist()
+    picked = np.zeros(sel.size, dtype=np.int64)  # the rows sel[k], read in place
+    c.row_counts(rows, picked, sel, words)
+    assert picked.tolist() == bits[sel].sum(axis=1).tolist()
+    with pytest.raises(IndexError):
+        c.row_counts(rows, picked[:1], np.array([n_groups], dtype=np.int64), words)
     sparse = np.flatnonzero(rng.random(n_groups) < 0.5).astype(np.int64)
     slot = np.full(n_groups, -1, dtype=np.int64)
     slot[sparse] = np.arange(sparse.size)

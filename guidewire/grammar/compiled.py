@@ -402,7 +402,7 @@ class CompiledGrammar:
         if new.size:
             new = np.array(_distinct(new), dtype=np.int64)   # not np.unique: its first call imports numpy.ma (~15 ms)
             counts = np.zeros(new.size, dtype=np.int64)
-            compiled.row_counts(np.ascontiguousarray(masks.take(new, axis=0)), counts)
+            compiled.row_counts(masks, counts, new, self.words)
             small = counts < max(1, self.words // SPARSE_ROW_DIVISOR)
             slot[new[~small]] = -1
             sparse = new[small]
