@@ -427,3 +427,35 @@ def test_rows_from_ids_match_numpy(seed, n_groups, words, n_ids):
         assert np.array_equal(rows_by_group(group, ids, n_groups, words), want)
         assert np.array_equal(_row_of(ids, words), one)
         assert np.array_equal(ids_row(ids, words), one)
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 12))
+def test_chain_scan_and_split_match_python(seed, n, reach):
+    """``chain_scan`` / ``chain_split`` (the counter chain's split, one pass each) against plain
+    Python over random candidates: counts, longest pure entrant, the split and the kept, in order."""
+    rng = np.random.default_rng(seed)
+    size = 64
+    tails = rng.random(size) < 0.6
+    lens = rng.integers(1, 16, size).astype(np.int64)
+    cand = rng.integers(0, size, n).astype(np.int64)
+    state = rng.integers(0, 4, n).astype(np.int64)
+    ptr = rng.integers(0, 1000, n).astype(np.int64)
+    chain = rng.integers(5, 50, reach).astype(np.int64)
+    q1 = 2
+    c = native.module()
+    pure = [i for i in range(n) if state[i] == q1 and tails[cand[i]]]
+    assert c.chain_scan(tails, lens, cand, state, q1) == (
+        int((state == q1).sum()), len(pure), max((int(lens[cand[i]]) for i in pure), default=0))
+    out = np.full((5, n), -7, dtype=np.int64)
+    kept, n_split = c.chain_split(tails, lens, cand, state, ptr, q1, chain, *out)
+    split = [i for i in pure if lens[cand[i]] <= reach]
+    rest = [i for i in range(n) if i not in set(split)]
+    assert (kept, n_split) == (len(rest), len(split))
+    assert out[3, :n_split].tolist() == [int(cand[i]) for i in split]
+    assert out[4, :n_split].tolist() == [int(chain[lens[cand[i]] - 1]) for i in split]
+    assert out[0, :kept].tolist() == cand[rest].tolist()
+    assert out[1, :kept].tolist() == state[rest].tolist() and out[2, :kept].tolist() == ptr[rest].tolist()
+    if n:
+        with pytest.raises(IndexError):
+            c.chain_scan(tails, lens, np.array([size], dtype=np.int64), np.array([q1], dtype=np.int64), q1)

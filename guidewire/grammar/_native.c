@@ -1151,11 +1151,96 @@ done:
     return result;
 }
 
+/* chain_scan(tails, lens, cand, state, q1) -> (entering, pure, longest): over the candidates,
+ * how many enter the counter chain (state[i] == q1), how many of those are pure (tails[cand[i]]:
+ * every byte after the first in the chain's byte set), and the longest pure one (lens[cand[i]]).
+ * See InheritanceShortcuts._counter_chain; its numpy lines are the reference. */
+static PyObject *native_chain_scan(PyObject *self, PyObject *args) {
+    PyObject *o_tails, *o_lens, *o_cand, *o_state;
+    long long q1;
+    if (!PyArg_ParseTuple(args, "OOOOL", &o_tails, &o_lens, &o_cand, &o_state, &q1)) return NULL;
+    Buf tails = {0}, lens = {0}, cand = {0}, state = {0};
+    PyObject *result = NULL;
+    if (slice_bufs(o_tails, o_lens, o_cand, &tails, &lens, &cand, "chain_scan") ||
+        get_buf(o_state, &state, "state", 8, 0))
+        goto done;
+    Py_ssize_t n = LEN(cand, 8);
+    if (LEN(state, 8) != n) {
+        PyErr_SetString(PyExc_ValueError, "chain_scan: cand and state differ in length");
+        goto done;
+    }
+    const uint8_t *T = tails.view.buf;
+    const int64_t *L = lens.view.buf, *C = cand.view.buf, *S = state.view.buf;
+    Py_ssize_t entering = 0, pure = 0;
+    long long longest = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {   /* branch-free: entrants and tails mix unpredictably */
+        int64_t t = C[i];
+        int e = S[i] == q1;
+        int p = e & (T[t] != 0);
+        entering += e;
+        pure += p;
+        long long l = p ? L[t] : 0;
+        longest = l > longest ? l : longest;
+    }
+    result = Py_BuildValue("nnL", entering, pure, longest);
+done:
+    release(&tails); release(&lens); release(&cand); release(&state);
+    return result;
+}
+
+/* chain_split(tails, lens, cand, state, ptr, q1, chain, out_cand, out_state, out_ptr, split_tok,
+ * split_fin) -> (kept, split): the pure chain entrants no longer than the chain (lens[t] <=
+ * len(chain)) go to split_tok / split_fin (their final state chain[lens[t] - 1]), every other
+ * candidate to out_cand / out_state / out_ptr, both in candidate order. */
+static PyObject *native_chain_split(PyObject *self, PyObject *args) {
+    PyObject *o_tails, *o_lens, *o_cand, *o_state, *o_ptr, *o_chain, *o_oc, *o_os, *o_op, *o_st, *o_sf;
+    long long q1;
+    if (!PyArg_ParseTuple(args, "OOOOOLOOOOOO", &o_tails, &o_lens, &o_cand, &o_state, &o_ptr, &q1, &o_chain,
+                          &o_oc, &o_os, &o_op, &o_st, &o_sf))
+        return NULL;
+    Buf tails = {0}, lens = {0}, cand = {0}, state = {0}, ptr = {0}, chain = {0};
+    Buf oc = {0}, os_ = {0}, op = {0}, st = {0}, sf = {0};
+    PyObject *result = NULL;
+    if (slice_bufs(o_tails, o_lens, o_cand, &tails, &lens, &cand, "chain_split") ||
+        get_buf(o_state, &state, "state", 8, 0) || get_buf(o_ptr, &ptr, "ptr", 8, 0) ||
+        get_buf(o_chain, &chain, "chain", 8, 0) || get_buf(o_oc, &oc, "out_cand", 8, 1) ||
+        get_buf(o_os, &os_, "out_state", 8, 1) || get_buf(o_op, &op, "out_ptr", 8, 1) ||
+        get_buf(o_st, &st, "split_tok", 8, 1) || get_buf(o_sf, &sf, "split_fin", 8, 1))
+        goto done;
+    Py_ssize_t n = LEN(cand, 8), reach = LEN(chain, 8);
+    if (LEN(state, 8) != n || LEN(ptr, 8) != n || LEN(oc, 8) < n || LEN(os_, 8) < n || LEN(op, 8) < n ||
+        LEN(st, 8) < n || LEN(sf, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "chain_split: array sizes do not match");
+        goto done;
+    }
+    const uint8_t *T = tails.view.buf;
+    const int64_t *L = lens.view.buf, *C = cand.view.buf, *S = state.view.buf, *P = ptr.view.buf;
+    const int64_t *CH = chain.view.buf;
+    int64_t *OC = oc.view.buf, *OS = os_.view.buf, *OP = op.view.buf, *ST = st.view.buf, *SF = sf.view.buf;
+    Py_ssize_t kept = 0, split = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {   /* branch-free: both outputs written, one advanced */
+        int64_t t = C[i], l = L[t];
+        int ok = (l >= 1) & (l <= reach);
+        int f = (S[i] == q1) & (T[t] != 0) & ok;
+        ST[split] = t; SF[split] = CH[ok ? l - 1 : 0];
+        OC[kept] = t; OS[kept] = S[i]; OP[kept] = P[i];
+        split += f;
+        kept += 1 - f;
+    }
+    result = Py_BuildValue("nn", kept, split);
+done:
+    release(&tails); release(&lens); release(&cand); release(&state); release(&ptr); release(&chain);
+    release(&oc); release(&os_); release(&op); release(&st); release(&sf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"sweep", native_sweep, METH_VARARGS, "Transition row of a set of NFA states as runs of (first, stop, targets)."},
     {"walk", native_walk, METH_VARARGS, "Walk tokens through the extended lexer table (see tablewalk)."},
     {"group", native_group, METH_VARARGS, "Group walked tokens by (lexemes, alive set); returns the group count."},
     {"scatter", native_scatter, METH_VARARGS, "Set token bits in group bitmask rows."},
+    {"chain_scan", native_chain_scan, METH_VARARGS, "Counts of a counter chain's entrants and pure entrants, and the longest."},
+    {"chain_split", native_chain_split, METH_VARARGS, "Split a counter chain's pure entrants off the candidates."},
     {"or_rows", native_or_rows, METH_VARARGS, "OR the selected rows of a (groups x words) bitmask into out."},
     {"row_counts", native_row_counts, METH_VARARGS, "Set bits per row of a (groups x words) bitmask, or of the rows groups[k]."},
     {"row_ids", native_row_ids, METH_VARARGS, "Token ids of chosen rows, packed by offsets."},

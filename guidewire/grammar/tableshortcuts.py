@@ -48,6 +48,31 @@ def slice_drop(member: np.ndarray, chars: np.ndarray, limit: int, cand, first, p
 class InheritanceShortcuts:
     """Mixin of :class:`TableBuilder`: split candidates off before the walk (see module docs)."""
 
+    _CHAIN_MEMO_STATES = 4096   # states the memo of the last chain followed holds at most
+
+    def _follow(self, q1: int, b: int, need: int) -> list[int]:
+        """``[q1, q2, ...]``: the states reading byte ``b`` over and over from ``q1``, at most
+        ``need`` of them (fewer where ``b`` kills one). The states of a counter chain are visited
+        in order (a string's ``maxLength`` positions, one table each), and the chain from the
+        next one is the tail of this one: the last chain followed is kept, and a state on it
+        starts from there (rows never change once built, so a kept chain stays true)."""
+        memo = getattr(self, "_chain_memo", None)   # (byte, states, first index of each, ended)
+        if memo is None or memo[0] != b or q1 not in memo[2] or len(memo[1]) > self._CHAIN_MEMO_STATES:
+            memo = self._chain_memo = (b, [q1], {q1: 0}, [False])
+        _b, states, index, ended = memo
+        i = index[q1]
+        if len(states) - i < need and not ended[0]:
+            rows = self._row_lists()
+            last = states[-1]
+            while len(states) - i < need:
+                last = rows[last][b]
+                if last == DEAD:
+                    ended[0] = True
+                    break
+                index.setdefault(last, len(states))
+                states.append(last)
+        return states[i:i + need] if need > 0 else [q1]
+
     def _counter_chain(self, row, cand, state, ptr):
         """Split off the candidates that run along a uniform chain of states, without walking them.
 
@@ -67,32 +92,40 @@ class InheritanceShortcuts:
         if counts[q1] < tuning.MIN_LOOP_BYTES or self.hub[q1] >= 0:   # hubs are jumped over by the walk
             return dead
         in_b = row == q1
-        # a token is pure when no byte after its first lies outside B
-        enter = _flatnonzero(state == q1)
-        if enter.size < tuning.CHAIN_MIN_TOKENS // 2:
-            return dead
-        pure = np.zeros(cand.size, dtype=bool)
-        pure[enter] = tails_within(self.vocab, in_b).take(cand.take(enter))
-        n_pure = int(np.count_nonzero(pure))
-        if n_pure < tuning.CHAIN_MIN_TOKENS // 2:
-            return dead
-        lens = self.layout.lens.take(cand)
-        need = int(lens.max(where=pure, initial=0))
+        tails = tails_within(self.vocab, in_b)   # per token: every byte after its first is in B
+        lens_all = self.layout.lens
+        compiled = native.module()
+        if compiled is not None:   # the counts and the longest pure entrant in one pass
+            n_enter, n_pure, need = compiled.chain_scan(tails, lens_all, cand, state, q1)
+            if n_enter < tuning.CHAIN_MIN_TOKENS // 2 or n_pure < tuning.CHAIN_MIN_TOKENS // 2:
+                return dead
+        else:
+            # a token is pure when no byte after its first lies outside B
+            enter = _flatnonzero(state == q1)
+            if enter.size < tuning.CHAIN_MIN_TOKENS // 2:
+                return dead
+            pure = np.zeros(cand.size, dtype=bool)
+            pure[enter] = tails.take(cand.take(enter))
+            n_pure = int(np.count_nonzero(pure))
+            if n_pure < tuning.CHAIN_MIN_TOKENS // 2:
+                return dead
+            lens = lens_all.take(cand)
+            need = int(lens.max(where=pure, initial=0))
         b_bytes = _flatnonzero(in_b)
-        b0 = int(b_bytes[0])
-        rows = self._row_lists()
-        chain = [q1]                        # chain[i]: the state after i + 1 bytes of B
-        while len(chain) < need:            # follow one byte of B ...
-            nxt = rows[chain[-1]][b0]
-            if nxt == DEAD:
-                break
-            chain.append(nxt)
+        chain = self._follow(q1, int(b_bytes[0]), need)   # chain[i]: the state after i + 1 bytes of B
         if len(chain) > 1:                  # ... then cut where some other byte of B leaves the chain
             steps = self.dfa.trans.take(chain[:-1], axis=0).take(b_bytes, axis=1)
             broken = _flatnonzero((steps != np.asarray(chain[1:])[:, None]).any(axis=1))
             if broken.size:
                 chain = chain[:int(broken[0]) + 1]
         self._sync()
+        if compiled is not None:   # split and compaction in one pass
+            out = np.empty((5, cand.size), dtype=np.int64)
+            kept, n_split = compiled.chain_split(tails, lens_all, cand, state, ptr, q1,
+                                                 np.asarray(chain, dtype=np.int64), *out)
+            if not n_split:
+                return dead
+            return out[0, :kept], out[1, :kept], out[2, :kept], (out[3, :n_split], out[4, :n_split])
         sel = pure & (lens <= len(chain))
         idx = _flatnonzero(sel)
         if not idx.size:
