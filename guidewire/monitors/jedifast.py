@@ -209,7 +209,7 @@ def attribute_names(script, line: int, column: int, cache: NameCache | None = No
             result = comp.complete()
             if comp.attribute_entries is None:
                 return [c.name for c in result]
-            like = comp._like_name
+            like = getattr(comp, "_like_name", "")
             done, out = set(), []
             for name, is_del in comp.attribute_entries:
                 if like and not _matches(name, like):
