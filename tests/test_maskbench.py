@@ -208,6 +208,19 @@ def test_fresh_worker_mode_gives_every_schema_a_new_process(tmp_path):
     assert "fresh worker per schema" in (tmp_path / "cold" / "report.md").read_text()
 
 
+def test_worker_freezes_its_start_up_heap_unless_told_not_to(tmp_path):
+    """The worker freezes its heap once the engine is built (as ``guidewire serve`` does); the flag keeps it."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-frozen-heap": True}, tests)
+             for i in range(2)]
+    frozen = run(RunConfig(files=files, out=str(tmp_path / "frozen"), engines=["fake-accept"], progress=False,
+                           plots=False))
+    assert frozen["engines"]["fake-accept"]["schemas"] == 2 and frozen["engines"]["fake-accept"]["passing"] == 2
+    kept = run(RunConfig(files=files, out=str(tmp_path / "kept"), engines=["fake-accept"], progress=False,
+                         plots=False, freeze_heap=False))
+    assert kept["engines"]["fake-accept"]["compile_error"] == 2
+
+
 def test_sample_is_seeded_ordered_and_within_limit():
     files = [f"f{i:03d}.json" for i in range(100)]
     a = select_files(files, None, 10, 0)

@@ -3,11 +3,13 @@
 They need no tokenizer and answer instantly, so tests of classification, timeouts and the
 memory cap run in milliseconds. ``fake-oneshot`` compiles once per process (then refuses), which
 tells a test whether every schema got a fresh worker. A schema may carry ``"x-fake-sleep": seconds`` (compile
-sleeps that long) or ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB).
+sleeps that long), ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB) or
+``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap).
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -47,9 +49,11 @@ class _ConstCompiled:
 
 
 def _misbehave(schema: Any) -> None:
-    """Honour ``x-fake-sleep`` and ``x-fake-alloc-mb`` in a schema object."""
+    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb`` and ``x-fake-need-frozen-heap`` in a schema object."""
     if not isinstance(schema, dict):
         return
+    if schema.get("x-fake-need-frozen-heap") and gc.get_freeze_count() == 0:
+        raise RuntimeError("the worker's heap is not frozen")
     if schema.get("x-fake-sleep"):
         time.sleep(float(schema["x-fake-sleep"]))
     if schema.get("x-fake-alloc-mb"):
