@@ -254,6 +254,46 @@ def test_lazy_lexer_tables(smollm2, monkeypatch):
     check_state(builder, q, tokens)
 
 
+@pytest.mark.parametrize("whole", [False, True])
+def test_mirror_row_by_row_or_whole_agrees_with_slow_walk(smollm2, monkeypatch, whole):
+    """The mirror copies lexer rows as walks reach them (a product lexer of a schema with several
+    ``maxLength`` strings and an email format, built lazily) or all at once: tables agree with
+    the slow walk at every lexer state an instance passes through, and row by row leaves rows
+    uncopied (the laziness is real)."""
+    import guidewire.grammar.tabletuning as tt
+    from guidewire.grammar import compile_json_schema, compiled
+
+    monkeypatch.setattr(tt, "MIRROR_ALL_ROWS", 10**9 if whole else 0)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 10**6 if whole else 1)
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 3, "maxLength": 40},
+        "email": {"type": "string", "format": "email"},
+        "phone": {"type": "string", "minLength": 7, "maxLength": 20},
+        "host": {"type": "string", "maxLength": 30}}, "required": ["name", "email"],
+        "additionalProperties": False}
+    g = compile_json_schema(schema, smollm2)
+    dfa = g.dfa
+    builder = TableBuilder(dfa, smollm2)
+    rng = np.random.default_rng(5)
+    tokens = interesting_tokens(smollm2, b'{}:,"@. -abcdefghijklmnopqrstuvwxyz0123456789', rng)
+    text = b'{"name": "Ada Lovelace", "email": "ada.l@example.com", "phone": "555 0100", "host": "ex.org"}'
+    q, seen = START, set()
+    for b in text:
+        if q not in seen:
+            seen.add(q)
+            check_state(builder, q, tokens)
+        q = dfa.step(q, b)
+        if q == DEAD:   # a lexeme ended: restart, as the lexer does
+            q = dfa.step(START, b)
+        assert q != DEAD
+    assert len(seen) >= 20
+    copied = int(builder._copied[:dfa.n_states].sum())
+    if whole:
+        assert builder._rows is not None and copied == dfa.n_states
+    else:
+        assert builder._rows is None and 0 < copied < dfa.n_states
+
+
 def test_hub_reuse_matches_slow_walk(smollm2):
     """Tables that reuse a string hub's table for shared first bytes read every token as the walk does."""
     from guidewire.grammar import compile_json_schema

@@ -7,6 +7,8 @@ sets, alive-set ids and self-loop hub slots; plus the rows as plain lists for by
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from . import tabletuning as tuning
@@ -56,23 +58,20 @@ class DfaMirror:
     def _sync(self) -> None:
         """Bring the per-state arrays up to date with the (possibly lazily growing) DFA.
 
-        Work is proportional to the states and rows added since the last call: the
-        extended transition table keeps spare capacity, and only rows that became
-        complete are copied and checked for self-loops. Once every row is built the lexer
-        is complete (only building a row adds states), and this returns at once.
+        Work is proportional to the states added since the last call (their emitted and alive
+        sets); transition rows are copied only when a walk asks for them (:meth:`_need`), never
+        all at once: a product lexer of 150k states would otherwise copy (and fault in) 300 MB
+        of rows it mostly never reads. Once every row is built and the lexer is small
+        (:data:`~.tabletuning.MIRROR_ALL_ROWS`), every row is copied and this returns at once.
         """
         if self._rows is not None:
             return
         dfa = self.dfa
         n = dfa.n_states
-        done = dfa.row_done[:n]
-        key = (n, int(np.count_nonzero(done)))
-        if key == self._synced:
-            return
-        if n > self._cap:
-            self._grow(max(n, 2 * self._cap, 64))
-        old = self._n
-        if n > old:
+        if n > self._n:
+            if n > self._cap:
+                self._grow(max(n, 2 * self._cap, 64))
+            old = self._n
             self.emit[old:n] = dfa.emit[old:n]
             alive_id = self.alive_id
             for st in range(old, n):
@@ -84,26 +83,61 @@ class DfaMirror:
                         self._alive_values.append(bits)
                     alive_id[st] = i
             self._n = n
-        fresh = _flatnonzero(done & ~self._copied[:n])
-        if fresh.size:
-            rows = dfa.trans[fresh]
-            self._ext[fresh, :256] = rows
-            self._copied[fresh] = True
-            self._add_hubs(fresh, rows)
-        # once every row is built the lexer is complete: rows as plain lists (converted on first use)
-        # for the byte-by-byte walks; the hubs are final too: fetch their loop runs now
-        self._rows = _RowLists(dfa) if key[1] == n else None
-        if self._rows is not None:
+        key = (n, dfa.rows_built)
+        if key == self._synced:
+            return
+        self._synced = key
+        # once every row is built the lexer is complete: a small one is copied whole, its rows as
+        # plain lists (converted on first use) for the byte-by-byte walks, and its hubs are final
+        if key[1] == n and n <= tuning.MIRROR_ALL_ROWS:
+            self._copy_rows(_flatnonzero(~self._copied[:n]))
+            self._rows = _RowLists(dfa)
             for slot in range(len(self._hubs)):
                 self._hub(slot)
-        self._synced = key
+
+    def _need(self, states, build: bool = True) -> None:
+        """Make the transition rows of ``states`` readable in the mirror: built in the lexer (a
+        lazy one) and copied here. Every read of a row of :attr:`trans` is preceded by this (or
+        by a walk that stops at a row not copied, ``_copied`` false, and asks for it). With
+        ``build`` false only rows the lexer has built already are copied (to learn which of
+        them are hubs, say, where an unknown one is just not used)."""
+        if self._rows is not None:
+            return
+        self._sync()
+        states = np.asarray(states, dtype=np.int64).reshape(-1)
+        states = states[states > DEAD]
+        if not states.size:
+            return
+        miss = states[~self._copied.take(states)]
+        if not miss.size:
+            return
+        miss = np.asarray(_distinct(miss), dtype=np.int64)
+        if not build:
+            miss = miss[self.dfa.row_done.take(miss)]
+        elif not self.dfa.row_done.take(miss).all():
+            self.dfa.ensure_rows(miss)
+            self._sync()        # building rows interns their targets
+        if self._rows is None:
+            self._copy_rows(miss[~self._copied.take(miss)])
+
+    def _copy_rows(self, states: np.ndarray) -> None:
+        """Copy the built rows of ``states`` (none copied yet) into the extended table."""
+        if not states.size:
+            return
+        rows = self.dfa.trans[states]
+        self._ext[states, :256] = rows
+        self._ext[states, SENTINEL] = -1 - states    # the end of a token: "finished in state s"
+        self._copied[states] = True
+        self._add_hubs(states, rows)
 
     def _grow(self, cap: int) -> None:
-        """Reallocate the per-state arrays with room for ``cap`` states."""
+        """Reallocate the per-state arrays with room for ``cap`` states (only copied rows move:
+        the rest of the new table stays untouched, zero pages the OS maps on first write)."""
         old = self._cap
-        ext = np.zeros((cap, _ROW), dtype=np.int64)     # rows not built yet read as DEAD
-        ext[:old] = self._ext[:old]
-        ext[:, SENTINEL] = -1 - np.arange(cap)          # the end of a token: "finished in state s"
+        ext = _zeroed_rows(cap)     # rows not copied are never read
+        moved = _flatnonzero(self._copied[:old])
+        if moved.size:
+            ext[moved] = self._ext[moved]
         self._ext = ext
         self.trans = ext.reshape(-1)
         for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
@@ -130,9 +164,14 @@ class DfaMirror:
             self.hub[st] = slot
 
     def hub_states(self) -> np.ndarray:
-        """A bool per lexer state built so far: whether it is a self-loop hub."""
-        self._sync()
-        return self.hub[:self.dfa.n_states] >= 0
+        """A bool per lexer state built so far: whether it is a self-loop hub (read off the
+        lexer's built rows, copied into the mirror or not)."""
+        dfa = self.dfa
+        n = dfa.n_states
+        loops = (dfa.trans[:n] == np.arange(n, dtype=dfa.trans.dtype)[:, None]).sum(axis=1)
+        out = (loops >= tuning.MIN_LOOP_BYTES) & dfa.row_done[:n]
+        out[DEAD] = False
+        return out
 
     def _hub(self, slot: int) -> LoopRuns:
         """The loop runs of hub ``slot`` (fetched on first use)."""
@@ -149,10 +188,10 @@ class DfaMirror:
         """
         if self._rows is None:
             states = np.asarray(_distinct(states), dtype=np.int64)
-            if not self.dfa.row_done.take(states).all():
-                self.dfa.ensure_rows(states)
-                self._sync()
-            return bool((self.hub.take(self._ext.take(states, axis=0)[:, :256]) >= 0).any())
+            self._need(states)
+            succ = self._ext.take(states, axis=0)[:, :256]
+            self._need(succ, build=False)       # hubs are known by their copied rows
+            return bool((self.hub.take(succ) >= 0).any())
         known = self._hub_next.take(states)
         if (known > 0).any():
             return True
@@ -170,6 +209,26 @@ class DfaMirror:
         if self._lazy_rows is None:
             self._lazy_rows = _RowLists(self.dfa)
         return self._lazy_rows
+
+
+def _zeroed_rows(cap: int) -> np.ndarray:
+    """A zeroed ``(cap, 257)`` int64 table whose pages are faulted in only where written, as
+    4 KiB pages: numpy advises huge pages for large arrays, and writing the scattered rows a
+    walk copies then zeroes a 2 MiB page per row (a 77k-state table with 5k rows copied:
+    37-160 ms against 15 ms)."""
+    size = cap * _ROW * 8
+    if size < _MMAP_BYTES:
+        return np.zeros((cap, _ROW), dtype=np.int64)
+    mm = mmap.mmap(-1, size)        # anonymous: zero-filled on first touch
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
+        try:
+            mm.madvise(mmap.MADV_NOHUGEPAGE)
+        except OSError:     # pragma: no cover - a kernel without transparent huge pages
+            pass
+    return np.frombuffer(mm, dtype=np.int64).reshape(cap, _ROW)
+
+
+_MMAP_BYTES = 1 << 20   # tables from this size on are mapped directly (see _zeroed_rows)
 
 
 class _RowLists(dict):

@@ -88,6 +88,7 @@ class ByteDFA:
         self.term_set_ignored: list[bool] = []
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)
+        self.rows_built = 0     # how many entries of row_done are true
         self._target_cache: dict[tuple[int, ...], int] = {}   # sorted NFA target tuple -> DFA state
         self._edge_table: tuple[np.ndarray, ...] | None = None
         self._eps_table: tuple[np.ndarray, np.ndarray] | None = None
@@ -100,6 +101,7 @@ class ByteDFA:
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
+        self.rows_built = 1
         self._intern(self._closure([t.start for t in terminals]))
 
     # -- state construction ---------------------------------------------------------------
@@ -261,6 +263,7 @@ class ByteDFA:
             row = self._sweep(movers)
         self.trans[sid] = row
         self.row_done[sid] = True
+        self.rows_built += 1
 
     def _row_of_runs(self, runs) -> np.ndarray:
         """A row from ``(first, stop, targets)`` runs in ascending byte order (what every sweep
@@ -393,6 +396,7 @@ class ByteDFA:
             self._intern(frozenset(nfa_set))
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
         self.trans[START:n_rows] = rows[START:]
+        self.rows_built += int(n_rows - START - np.count_nonzero(self.row_done[START:n_rows]))
         self.row_done[START:n_rows] = True
         if stopped == "limit":
             raise LimitExceededError(f"lexer DFA exceeds {limit} states")

@@ -153,6 +153,8 @@ class InheritanceShortcuts:
             return cand, state, ptr, {}
         second = layout.second.take(cand)          # ptr is still at every token's second byte
         nxt = self.trans.take(state * _ROW + second)
+        if self._rows is None:      # hubs are known by their copied rows
+            self._need(nxt, build=False)
         # a token's end (negative) clips to DEAD, which is never a hub
         slot = self.hub.take(nxt, mode="clip")
         hit = _flatnonzero(slot >= 0)
@@ -163,9 +165,8 @@ class InheritanceShortcuts:
         lands = nxt.take(hit)
         # the hub's own walk over the same two bytes
         via = self.trans.take(lands * _ROW + first)
-        if self._rows is None and not dfa.row_done.take(via).all():
-            dfa.ensure_rows(via)
-            self._sync()
+        if self._rows is None:
+            self._need(via)
         back = self.trans.take(np.maximum(via, 0) * _ROW + second)
         meet = (via > DEAD) & (back == lands)
         take = np.zeros(cand.size, dtype=bool)
@@ -230,9 +231,8 @@ class InheritanceShortcuts:
         for _ in range(tuning.MEET_STEPS - 2):
             if not idx.size:
                 break
-            if self._rows is None and not dfa.row_done.take(np.concatenate([a, z])).all():
-                dfa.ensure_rows(np.concatenate([a, z]))
-                self._sync()
+            if self._rows is None:
+                self._need(np.concatenate([a, z]))
             c = layout.flat.take(p)
             na = self.trans.take(a * _ROW + c)
             nz = self.trans.take(z * _ROW + c)

@@ -63,9 +63,8 @@ class TokenWalker:
                         jump = _flatnonzero(hub >= 0)
                 if jump.size:
                     self._jump(ptr, jump, hub.take(jump))
-            if self._rows is None and not dfa.row_done.take(state).all():
-                dfa.ensure_rows(state)
-                self._sync()
+            if self._rows is None:
+                self._need(state)
             b = flat.take(ptr)
             nxt = self.trans.take(state * _ROW + b)
             stop = _flatnonzero(nxt <= DEAD)
@@ -134,8 +133,7 @@ class TokenWalker:
             unbuilt = q[(q < self._n)]
             unbuilt = unbuilt[~self._copied.take(unbuilt)] if unbuilt.size else unbuilt
             if todo.size or unbuilt.size:
-                self.dfa.ensure_rows(np.concatenate([todo, unbuilt]).astype(np.int64))
-                self._sync()
+                self._need(np.concatenate([todo, unbuilt]))
             for slot in _distinct(self.hub.take(q[q < self._cap])):
                 if slot >= 0:
                     self._hub(int(slot))

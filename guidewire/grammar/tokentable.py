@@ -112,11 +112,10 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
 
     def _table(self, q: int) -> TokenTable:
         dfa, layout = self.dfa, self.layout
-        if self._rows is None:      # a lexer built lazily: the rows this table reads first
-            dfa.ensure_rows(np.array([q, START], dtype=np.int32))
+        if self._rows is None:      # a lexer mirrored row by row: the rows this table reads first
+            self._need(np.array([q, START], dtype=np.int64))
             # and the rows one byte on, so that it knows which of them are hubs
-            dfa.ensure_rows(np.concatenate([dfa.trans[q], dfa.trans[START]]))
-            self._sync()
+            self._need(np.concatenate([dfa.trans[q], dfa.trans[START]]))
         row = dfa.trans[q].astype(np.int64)
         live_first = row != DEAD
         restart_lexeme, restart_mask = -1, None
