@@ -6,7 +6,10 @@ Each worker compiles a schema cold and walks its tokenized MaskBench instances, 
 Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks.
 
     git archive <base-commit> | tar -x -C /tmp/base
-    python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE]
+    python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE] [--files LIST]
+
+Both workers freeze their start-up heap out of CPython's full collections, as the MaskBench
+worker does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 from guidewire.grammar import compile_json_schema
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances
 b = load_tokenizer(sys.argv[1])
+import gc; gc.collect(); gc.freeze()    # as the MaskBench worker does
 print("ready", flush=True)
 for line in sys.stdin:
     times = []
@@ -76,9 +80,13 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--tokenizer", default="smollm2", help="smollm2 or gemma3")
     ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--files", default=None, help="a file of schema names (one per line) instead of a sample")
     args = ap.parse_args(argv)
     files = sorted(f for f in os.listdir(args.data) if f.endswith(".json"))
     sample = random.Random(args.seed).sample(files, min(args.n, len(files)))
+    if args.files:
+        with open(args.files) as f:
+            sample = [x.strip() for x in f if x.strip()]
     workers = {k: _start(os.path.abspath(t), args.tokenizer) for k, t in (("base", args.base), ("new", args.new))}
     got: dict[str, list] = {"base": [], "new": []}
     for i, name in enumerate(sample):

@@ -232,16 +232,16 @@ _MMAP_BYTES = 1 << 20   # tables from this size on are mapped directly (see _zer
 
 
 class _RowLists(dict):
-    """Transition rows of a lazily built lexer DFA as plain lists, computed on first use
-    (a row never changes once computed)."""
+    """Transition rows of a lazily built lexer DFA as tuples, computed on first use (a row
+    never changes once computed; tuples of ints, unlike lists, leave CPython's cyclic collector)."""
 
     def __init__(self, dfa: ByteDFA):
         super().__init__()
         self.dfa = dfa
 
-    def __missing__(self, q: int) -> list[int]:
+    def __missing__(self, q: int) -> tuple[int, ...]:
         dfa = self.dfa
         if not dfa.row_done[q]:
             dfa.compute_row(q)
-        row = self[q] = dfa.trans[q].tolist()
+        row = self[q] = tuple(dfa.trans[q].tolist())
         return row
