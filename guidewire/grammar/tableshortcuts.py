@@ -145,7 +145,7 @@ class InheritanceShortcuts:
         ``{h: row}`` of inherited tokens. ``row`` is this state's transition row as the
         candidates were taken (each token's ``state`` is ``row`` at its first byte).
         """
-        layout, dfa = self.layout, self.dfa
+        layout = self.layout
         if cand.size < tuning.MIN_INHERITED_TOKENS or not self._hubs:
             return cand, state, ptr, {}
         # first a check per state one byte on, not per token: can a byte reach a hub?
@@ -194,7 +194,7 @@ class InheritanceShortcuts:
         ``(cand, state, ptr)`` and the row of tokens inherited from ``START`` (or None).
         ``row`` is this state's transition row as the candidates were taken.
         """
-        layout, dfa = self.layout, self.dfa
+        layout = self.layout
         if cand.size < tuning.MIN_INHERITED_TOKENS:
             return cand, state, ptr, None
         # the first two bytes, decided once per byte pair: both walks are functions of them
