@@ -155,7 +155,7 @@ class CompiledGrammar:
             self.dfa.build_all(limit=EAGER_LEXER_STATES, seconds=EAGER_LEXER_SECONDS)
         except LimitExceededError:
             return np.zeros(0, dtype=np.int64)
-        prefer = self._builder.hub_states().copy()
+        prefer = self._builder.hub_states()
         prefer[START] = True   # START's class is represented by START (its table is a base too)
         # tables only see walks of one token: states no token can tell apart share them
         return self.dfa.equivalent_states(prefer=prefer, depth=vocab_layout(self.vocab).max_len)

@@ -129,11 +129,7 @@ class TokenWalker:
             if not wait.size:
                 return fin, nb, lex
             q = st.take(wait)
-            todo = q[q >= self._n] if self._rows is None else q[:0]
-            unbuilt = q[(q < self._n)]
-            unbuilt = unbuilt[~self._copied.take(unbuilt)] if unbuilt.size else unbuilt
-            if todo.size or unbuilt.size:
-                self._need(np.concatenate([todo, unbuilt]))
+            self._need(q)       # rows not built or not copied yet (a no-op once mirrored whole)
             for slot in _distinct(self.hub.take(q[q < self._cap])):
                 if slot >= 0:
                     self._hub(int(slot))
