@@ -298,6 +298,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=12)
     ap.add_argument("--deadline", type=float, default=0.5, help="monitor analysis deadline (s)")
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--backend", default="jedi", choices=("jedi", "jedi-process", "lsp"),
+                    help="the monitors' analysis back end")
     ap.add_argument("--no-prefetch", action="store_true",
                     help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
     ap.add_argument("--sweep", default="",
@@ -363,7 +365,8 @@ def main(argv=None) -> int:
             # is made when the request comes, then the prompt is prefilled; every arm decodes from
             # a copy of that prefill (greedy is deterministic, so sharing it changes no output)
             mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
-                                 deadline_s=args.deadline, prefetch=not args.no_prefetch)
+                                 deadline_s=args.deadline, prefetch=not args.no_prefetch,
+                                 backend=args.backend)
             mon_seg = mon.fork()  # shares the analysis (and the stats record: counted once)
             head = lm.sequence()
             t0 = time.perf_counter()

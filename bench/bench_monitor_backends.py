@@ -2,8 +2,9 @@
 
 For each point (``bench/results/monitors/devset_*.jsonl``, built by ``bench_dot_completion.py``)
 each back end (jedi in-process, jedi in a child process, jedi-language-server through multilspy,
-and ``jedi-complete``: plain ``jedi.Script.complete`` in-process, the reference the jedi back
-ends' attribute listing is checked against) lists the attributes at the dot, cold (first query
+``jedi-complete``: plain ``jedi.Script.complete`` in-process, the reference the jedi back
+ends' attribute listing is checked against, and ``jedi-fresh``: in-process jedi without the
+inference states shared across queries) lists the attributes at the dot, cold (first query
 of the file's buffer) and warm (the same buffer again, answer cache bypassed where a back end
 has one); the back ends take turns going first. Reported: latency p50/p95/max per back end,
 whether ``attr`` is listed, and agreement of the name sets with in-process jedi.
@@ -58,7 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results/monitors")
     ap.add_argument("--dev", default=None, help="dev-set JSONL (default: the first devset_*.jsonl in --out)")
     ap.add_argument("--backends", default="jedi,jedi-process,lsp",
-                    help="comma-separated: jedi, jedi-process, lsp, jedi-complete")
+                    help="comma-separated: jedi, jedi-process, lsp, jedi-complete, jedi-fresh (in-process "
+                         "jedi with a fresh inference state per query)")
     ap.add_argument("--json", default="backends.json", help="summary file name in --out")
     args = ap.parse_args(argv)
 
@@ -71,7 +73,8 @@ def main(argv=None) -> int:
         points = [json.loads(x) for x in f][args.offset:args.offset + args.points]
     stdlib = sysconfig.get_paths()["stdlib"]
     makers = {"jedi": JediBackend, "jedi-process": JediProcessBackend, "lsp": LspBackend,
-              "jedi-complete": CompleteReference}
+              "jedi-complete": CompleteReference,
+              "jedi-fresh": lambda: JediBackend(shared_states=False)}
     backends = {k: makers[k]() for k in args.backends.split(",")}
     if "jedi-process" in backends:
         backends["jedi-process"].attributes("import os\nos.", 2, 3, path=None, deadline_s=60)  # child started

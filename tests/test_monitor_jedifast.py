@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 jedi = pytest.importorskip("jedi")
 
 from guidewire.monitors.analysis import buffer_path, cursor  # noqa: E402
-from guidewire.monitors.jedifast import NameCache, attribute_names  # noqa: E402
+from guidewire.monitors.jedifast import InferenceStates, NameCache, attribute_names  # noqa: E402
 
 # modules whose dots infer to many values (io classes from open(), str|bytes unions, tkinter)
 _FILES = ("imghdr.py", "mailbox.py", "json/decoder.py", "email/header.py", "argparse.py",
@@ -44,6 +44,7 @@ def _dots(rel: str) -> list[int]:
 
 _POINTS = {rel: _dots(rel) for rel in _FILES if os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], rel))}
 _CACHE = NameCache()
+_STATES = InferenceStates()  # one set of shared inference states across every random query
 _RAN: list = []
 
 
@@ -65,6 +66,8 @@ def test_attribute_names_match_script_complete(rel, u):
     fast = attribute_names(jedi.Script(code=code, path=path), line, col, _CACHE)
     assert sorted(set(fast)) == sorted(set(slow)), (rel, dot)
     assert len(fast) == len(set(fast))
+    shared = _STATES.run(code, path, None, lambda s: attribute_names(s, line, col, _CACHE))
+    assert sorted(shared) == sorted(fast), (rel, dot)  # the order of values inferred may differ
     _RAN.append((rel, dot, len(slow)))
 
 
@@ -77,6 +80,7 @@ def test_cases_ran_and_cache_answers_the_same():
         slow = [c.name for c in jedi.Script(code=code, path=path).complete(line, col)]
         assert sorted(attribute_names(jedi.Script(code=code, path=path), line, col, _CACHE)) == sorted(set(slow))
     assert _CACHE.hits > before
+    assert _STATES.reused >= 10 and _STATES.created >= 2  # states really were shared (and per directory)
 
 
 _UNIONS = {  # dots whose expression infers to several classes (and duplicates of them)
@@ -126,3 +130,78 @@ def test_literals_at_one_position_keep_their_own_names():
         names = attribute_names(jedi.Script(code=code), line, col, cache)
         assert must in names and sorted(names) == sorted(set(slow)), lit
     assert cache.hits == 0  # four kinds, four keys
+
+
+def _write(path, text, mtime_ns):
+    with open(path, "w") as f:
+        f.write(text)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_shared_state_sees_a_module_edited_on_disk(tmp_path):
+    states = InferenceStates()
+    mod = tmp_path / "shapes.py"
+    buf = str(tmp_path / "__guidewire_buffer__main.py")
+    code = "import shapes\n\ndef f():\n    shapes.Box()."
+    line, col = cursor(code)
+    seen = []
+    for i, attr in enumerate(("width", "height", "depth")):
+        _write(mod, f"class Box:\n    def __init__(self):\n        self.{attr} = 1\n", 10**18 + i * 10**9)
+        names = states.run(code, buf, None, lambda s: attribute_names(s, line, col, NameCache()))
+        seen.append(names)
+        assert attr in names and not ({"width", "height", "depth"} - {attr}) & set(names), (attr, names)
+    assert states.stale == 2 and states.created == 3
+    # unchanged on disk: the state is reused, and still answers the same
+    again = states.run(code, buf, None, lambda s: attribute_names(s, line, col, NameCache()))
+    assert sorted(again) == sorted(seen[-1]) and states.reused == 1
+
+
+def test_shared_state_forgets_each_buffer(tmp_path):
+    states = InferenceStates()
+    buf = str(tmp_path / "__guidewire_buffer__main.py")
+    first = "class Foo:\n    bar = 1\n\nFoo."
+    names = states.run(first, buf, None, lambda s: attribute_names(s, *cursor(first)))
+    assert "bar" in names
+    second = "import __guidewire_buffer__main as m\nm.Foo."  # the old buffer is not importable
+    names = states.run(second, buf, None, lambda s: attribute_names(s, *cursor(second)))
+    assert "bar" not in names and states.reused == 1
+    # a query that raises drops its state
+    with pytest.raises(ZeroDivisionError):
+        states.run(first, buf, None, lambda s: 1 / 0)
+    assert states.dropped == 1
+    states.run(first, buf, None, lambda s: attribute_names(s, *cursor(first)))
+    assert states.created == 2
+
+
+def test_shared_states_are_bounded():
+    stdlib = sysconfig.get_paths()["stdlib"]
+    states = InferenceStates(max_bytes=40 * 1024, entry_bytes=1024, max_states=2)
+    ran = 0
+    for rel in ("json/decoder.py", "email/header.py", "logging/__init__.py", "argparse.py"):
+        dots = _POINTS.get(rel)
+        if not dots:
+            continue
+        code, path, line, col = _query(rel, dots[len(dots) // 2])
+        states.run(code, path, None, lambda s: attribute_names(s, line, col))
+        assert states.nbytes <= 40 * 1024 and len(states._states) <= 2
+        ran += 1
+    assert ran >= 3 and states.dropped >= 1
+
+
+def test_shared_state_answers_the_same_buffer_again_and_again():
+    # jedi counts inferences per node and gives up past 300: per query, never across queries
+    # (these two files' dots were answered empty the second time before the count was reset)
+    states, ran = InferenceStates(), 0
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for rel in ("lib2to3/fixes/fix_input.py", "curses/has_key.py", "json/decoder.py"):
+        if not os.path.exists(os.path.join(stdlib, rel)):
+            continue
+        for dot in _dots(rel)[:4]:
+            code, path, line, col = _query(rel, dot)
+            for k in range(3):  # the buffer being edited after the cursor (parso's diff parser)
+                text = code + "\n" * k
+                ref = {c.name for c in jedi.Script(code=text, path=path).complete(line, col)}
+                got = states.run(text, path, None, lambda s: attribute_names(s, line, col))
+                assert set(got) == ref, (rel, dot, k)
+                ran += bool(ref)
+    assert ran >= 12 and states.reused >= 10

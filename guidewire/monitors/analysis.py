@@ -166,7 +166,7 @@ class JediBackend:
     name = "jedi"
     keeps_late_answers = True  # a query past its deadline still answers a later identical one
 
-    def __init__(self, project_root: str | None = None):
+    def __init__(self, project_root: str | None = None, *, shared_states: bool = True):
         try:
             import jedi
         except ImportError as exc:  # pragma: no cover - the extra is installed in CI
@@ -177,9 +177,12 @@ class JediBackend:
         self._runner = _jedi_runner()
         self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
         self._alock = threading.Lock()
-        from .jedifast import NameCache
+        from .jedifast import InferenceStates, NameCache
 
         self.names = NameCache()  # library classes' attribute names, across queries
+        # imported modules' inference, across queries (``shared_states=False``: a fresh jedi
+        # state per query, as ``jedi.Script`` does; kept for comparison)
+        self.states = InferenceStates() if shared_states else InferenceStates(max_states=0)
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
         key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -198,17 +201,14 @@ class JediBackend:
         keep(value)
         return value
 
-    def _script(self, code: str, path: str | None):
-        kw = {"code": code, "path": buffer_path(path)}
-        if self._project is not None:
-            kw["project"] = self._project
-        return self._jedi.Script(**kw)
+    def _on_script(self, code: str, path: str | None, fn):
+        return self.states.run(code, buffer_path(path), self._project, fn)
 
     def attributes(self, code, line, column, *, path, deadline_s):
         from .jedifast import attribute_names
 
         def query():
-            return [n for n in attribute_names(self._script(code, path), line, column, self.names)
+            return [n for n in self._on_script(code, path, lambda s: attribute_names(s, line, column, self.names))
                     if n.isidentifier()]
 
         names = self._ask(("attributes", code, line, column, path), query, deadline_s)
@@ -216,8 +216,8 @@ class JediBackend:
 
     def signature(self, code, line, column, *, path, deadline_s):
         def query():
-            sigs = self._script(code, path).get_signatures(line, column)
-            return [Signature(s.name, tuple(_jedi_param(p) for p in s.params)) for s in sigs]
+            return self._on_script(code, path, lambda s: [
+                Signature(g.name, tuple(_jedi_param(p) for p in g.params)) for g in s.get_signatures(line, column)])
 
         sigs = self._ask(("signature", code, line, column, path), query, deadline_s)
         if not sigs or len(set(sigs)) != 1:

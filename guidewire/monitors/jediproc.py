@@ -41,9 +41,10 @@ import jedi
 import runpy
 fast = runpy.run_path(sys.argv[2])  # guidewire/monitors/jedifast.py: no guidewire imports
 names_cache = fast["NameCache"]()
+states = fast["InferenceStates"]()
 root = sys.argv[1] or None
 project = jedi.Project(root) if root else None
-served = 0
+served = dropped = 0
 while True:
     try:
         msg = rx.recv()
@@ -53,13 +54,9 @@ while True:
         break
     qid, kind, code, line, column, path = msg
     try:
-        kw = {"code": code, "path": path}
-        if project is not None:
-            kw["project"] = project
-        script = jedi.Script(**kw)
-        if kind == "attributes":
-            value = [n for n in fast["attribute_names"](script, line, column, names_cache) if n.isidentifier()]
-        else:
+        def answer(script):
+            if kind == "attributes":
+                return [n for n in fast["attribute_names"](script, line, column, names_cache) if n.isidentifier()]
             value = []
             for s in script.get_signatures(line, column):
                 ps = []
@@ -68,16 +65,20 @@ while True:
                     rest = d.split(p.name, 1)[1] if p.name in d else d
                     ps.append((p.name, getattr(p.kind, "name", str(p.kind)), "=" in rest))
                 value.append((s.name, tuple(ps)))
+            return value
+        value = states.run(code, path, project, answer)
         tx.send((qid, "ok", value))
     except Exception as exc:
         tx.send((qid, "error", "%s: %s" % (type(exc).__name__, exc)))
     # the answer is out: collect this query's garbage, then freeze what survives (jedi's and
     # parso's caches) so that collections during the next query do not walk every parsed module
     # again (a fifth of query time, all of it in the tail); every 256th time the frozen objects
-    # are collected too (cycles the caches have let go of)
+    # are collected too (cycles the caches have let go of), and so are they after inference
+    # state or more was dropped (64 MiB charged: they were frozen with the rest)
     served += 1
     if not rx.poll(0):
-        if served % 256 == 0:
+        if served % 256 == 0 or states.dropped_bytes - dropped > 64 << 20:
+            dropped = states.dropped_bytes
             gc.unfreeze()
         gc.collect()
         gc.freeze()
