@@ -205,3 +205,54 @@ def test_shared_state_answers_the_same_buffer_again_and_again():
                 assert set(got) == ref, (rel, dot, k)
                 ran += bool(ref)
     assert ran >= 12 and states.reused >= 10
+
+
+_ATTRS = ("alpha", "beta", "gamma", "__secret", "_half", "__dunder__", "data", "value")
+
+
+@st.composite
+def _class_module(draw):
+    """A module of a few classes (class attributes, methods, ``self.x`` in methods, nested classes,
+    bases among the earlier classes, the same name in several scopes) and the expression listed."""
+    lines, names = [], []
+    for c in range(draw(st.integers(1, 3))):
+        base = draw(st.sampled_from([""] + [f"(C{b})" for b in range(c)]))
+        lines.append(f"class C{c}{base}:")
+        for _ in range(draw(st.integers(1, 4))):
+            kind = draw(st.sampled_from(["attr", "method", "nested", "self"]))
+            a = draw(st.sampled_from(_ATTRS))
+            if kind == "attr":
+                lines.append(f"    {a} = 1")
+            elif kind == "method":
+                lines.append(f"    def {a}(self):\n        return 1")
+            elif kind == "nested":
+                lines.append(f"    class {a.strip('_').title()}:\n        {draw(st.sampled_from(_ATTRS))} = 2")
+            else:
+                b = draw(st.sampled_from(_ATTRS))
+                lines.append(f"    def m_{a.strip('_')}(self, other):\n        self.{a} = 1\n        other.{b} = 2")
+        names.append(f"C{c}")
+    if draw(st.booleans()):
+        lines.append(f"{draw(st.sampled_from(_ATTRS))} = 3")  # a module-level name of the same key
+    target = draw(st.sampled_from(names))
+    if draw(st.booleans()):  # inside a subclass's method: private names of that class are visible
+        return "\n".join(lines) + f"\n\nclass D({target}):\n    __own = 1\n    def f(self):\n        self.", 1
+    expr = draw(st.sampled_from([f"{target}()", target, "open('f')"]))
+    return "\n".join(lines) + f"\n\ndef use():\n    x = {expr}\n    x.", len(names)
+
+
+_SYNTH: list = []
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_class_module())
+def test_indexed_filters_list_what_jedi_lists(case):
+    code, _ = case
+    line, col = cursor(code)
+    slow = [c.name for c in jedi.Script(code=code).complete(line, col)]
+    fast = attribute_names(jedi.Script(code=code), line, col, NameCache())
+    assert sorted(fast) == sorted(set(slow)), code
+    _SYNTH.append(len(set(slow)))
+
+
+def test_indexed_filter_cases_ran():
+    assert len(_SYNTH) >= 30 and sum(n > 23 for n in _SYNTH) >= 15, str(_SYNTH)  # beyond object.s names
