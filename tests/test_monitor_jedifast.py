@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 jedi = pytest.importorskip("jedi")
 
 from guidewire.monitors.analysis import buffer_path, cursor  # noqa: E402
-from guidewire.monitors.jedifast import InferenceStates, NameCache, attribute_names  # noqa: E402
+from guidewire.monitors.jedifast import NameCache, attribute_names  # noqa: E402
+from guidewire.monitors.jedistates import InferenceStates  # noqa: E402
 
 # modules whose dots infer to many values (io classes from open(), str|bytes unions, tkinter)
 _FILES = ("imghdr.py", "mailbox.py", "json/decoder.py", "email/header.py", "argparse.py",

@@ -177,7 +177,8 @@ class JediBackend:
         self._runner = _jedi_runner()
         self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
         self._alock = threading.Lock()
-        from .jedifast import InferenceStates, NameCache
+        from .jedifast import NameCache
+        from .jedistates import InferenceStates
 
         self.names = NameCache()  # library classes' attribute names, across queries
         # imported modules' inference, across queries (``shared_states=False``: a fresh jedi

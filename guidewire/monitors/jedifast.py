@@ -9,7 +9,11 @@ time, and all of its tail. Here, through jedi's own completion code with one met
   instances of one class list the same names whatever their arguments);
 - the names of a value defined in *library* code (a file under the interpreter's prefixes or
   jedi's bundled stubs, never the buffer) are kept across queries in a :class:`NameCache`,
-  keyed by the file, its modification time and the definition's position.
+  keyed by the file, its modification time and the definition's position;
+- a class's names come from a per-module index of names by scope (:class:`_NameIndex`), not
+  from a walk over every name of its module per class of the MRO;
+- (with :class:`.jedistates.InferenceStates`) the inference of imported modules is kept
+  across queries.
 
 The names returned are those ``Script.complete`` lists at that point (same order of precedence
 for a name defined by a ``del``: the first definition met decides), which
@@ -320,131 +324,3 @@ def attribute_names(script, line: int, column: int, cache: NameCache | None = No
                         out.append(name)
             return out
     return [c.name for c in script.complete(line, column)]
-
-
-_MEMO_ENTRY_BYTES = 16 << 10  # measured: ~14 KiB of heap per memoised inference, stdlib buffers
-
-
-class InferenceStates:
-    """jedi inference states kept across queries: one per (project, buffer directory).
-
-    ``jedi.Script`` starts every query from an empty inference state, so each query loads and
-    infers ``builtins``, ``typing`` and every imported library module again (and re-fetches
-    compiled objects from jedi's subprocess). Here a query's script runs on the state of its
-    directory (the directory decides the sys path jedi derives; the project decides the rest), so
-    modules the buffer imports are inferred once for the queries after it. The buffer is a new
-    module value each query (its inferences are never reused) and leaves the state's module
-    cache after its query.
-
-    What jedi keeps per query stays per query: the recursion detectors and the count of
-    inferences per node (past 300 jedi infers nothing for that node) start empty each time.
-    Kept honest by three rules: a state whose modules' files changed on disk since they were
-    loaded (modification time, or gone) is dropped before it answers; a query that raised drops
-    its state (an inference cut short can leave its caches half-filled); and the states' memoised
-    inferences are charged ``entry_bytes`` each against ``max_bytes`` (least recently used states
-    go first; one over the bound alone is dropped after its query).
-    """
-
-    def __init__(self, max_bytes: int = 256 << 20, max_states: int = 32,
-                 entry_bytes: int = _MEMO_ENTRY_BYTES):
-        self.max_bytes, self.max_states, self.entry_bytes = max_bytes, max_states, entry_bytes
-        self._states: OrderedDict = OrderedDict()  # key -> [state, {path: mtime}]
-        self.reused = self.created = self.stale = self.dropped = 0
-        self.dropped_bytes = 0  # charge of the states dropped so far (their heap is garbage now)
-
-    def run(self, code: str, path: str | None, project, query):
-        """``query(script)`` on a script of ``code`` at ``path`` (see :meth:`script`), then
-        :meth:`done`."""
-        script = self.script(code, path, project)
-        try:
-            value = query(script)
-        except BaseException:
-            self.done(script, ok=False)
-            raise
-        self.done(script)
-        return value
-
-    def script(self, code: str, path: str | None, project=None):
-        """A ``jedi.Script`` of ``code`` at ``path`` running on the shared state of its
-        directory (the same script ``jedi.Script(code=code, path=path, project=project)`` is)."""
-        import jedi
-
-        kw = {"code": code, "path": path}
-        if project is not None:
-            kw["project"] = project
-        script = jedi.Script(**kw)
-        own = script._inference_state
-        key = (str(own.project.path), str(script.path.parent) if script.path is not None else None)
-        slot = self._states.get(key)
-        if slot is not None and self._changed(slot[1]):
-            self.stale += 1
-            self._drop(key)
-            slot = None
-        if slot is None:
-            self.created += 1
-            slot = self._states[key] = [own, {}]
-        else:
-            self.reused += 1
-            self._states.move_to_end(key)
-            script._inference_state = slot[0]
-        state = slot[0]
-        state.reset_recursion_limitations()
-        state.inferred_element_counts.clear()  # a budget per query (jedi gives up on a node
-        state.analysis.clear()                 # inferred over 300 times), never across queries
-        return script
-
-    @staticmethod
-    def _changed(files: dict) -> bool:
-        for path, mtime in files.items():
-            try:
-                if os.stat(path).st_mtime_ns != mtime:
-                    return True
-            except OSError:
-                return True
-        return False
-
-    def done(self, script, ok: bool = True) -> None:
-        """After a query on ``script``: note its state's loaded files, drop the buffer module
-        from it (or the whole state when the query raised), keep the byte bound."""
-        state = script._inference_state
-        key = next((k for k, v in self._states.items() if v[0] is state), None)
-        if key is None:
-            return
-        if not ok:
-            self._drop(key)
-            return
-        files = self._states[key][1]
-        cache = state.module_cache._name_cache
-        for names, values in list(cache.items()):
-            for value in values:
-                file_io = getattr(value, "file_io", None)
-                path = getattr(file_io, "path", None)
-                if path is None:
-                    continue
-                path = str(path)
-                if path == str(script.path):
-                    cache.pop(names, None)  # the buffer: never imported, a new one each query
-                elif path not in files:
-                    try:
-                        files[path] = os.stat(path).st_mtime_ns
-                    except OSError:  # not a plain file (a zip member): as jedi itself, unchecked
-                        pass
-        while self._states and (len(self._states) > self.max_states or self.nbytes > self.max_bytes):
-            self._drop(next(iter(self._states)))
-
-    def _charge(self, state) -> int:
-        return self.entry_bytes * sum(len(d) for d in state.memoize_cache.values())
-
-    def _drop(self, key) -> None:
-        state, _ = self._states.pop(key)
-        self.dropped += 1
-        self.dropped_bytes += self._charge(state)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes charged: the states' memoised inferences at ``entry_bytes`` each."""
-        return sum(self._charge(st) for st, _ in self._states.values())
-
-    def clear(self) -> None:
-        """Drop every state."""
-        self._states.clear()

@@ -41,7 +41,7 @@ import jedi
 import runpy
 fast = runpy.run_path(sys.argv[2])  # guidewire/monitors/jedifast.py: no guidewire imports
 names_cache = fast["NameCache"]()
-states = fast["InferenceStates"]()
+states = runpy.run_path(sys.argv[3])["InferenceStates"]()  # jedistates.py: no guidewire imports
 root = sys.argv[1] or None
 project = jedi.Project(root) if root else None
 served = dropped = 0
@@ -105,8 +105,9 @@ class JediProcessBackend:
         self._start()
 
     def _start(self) -> None:
-        fast = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jedifast.py")
-        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self.project_root or "", fast],
+        here = os.path.dirname(os.path.abspath(__file__))
+        fast, states = os.path.join(here, "jedifast.py"), os.path.join(here, "jedistates.py")
+        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self.project_root or "", fast, states],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, close_fds=True)
         self._tx = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
