@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import json
 import random
 import sys
@@ -85,12 +86,15 @@ def main(argv=None) -> int:
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--monitors", default="", help="comma-separated monitor names for the monitored run")
+    ap.add_argument("--backend", default="jedi", choices=("jedi", "jedi-process", "lsp"),
+                    help="the monitors' analysis back end")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
     from guidewire import complete_code
     from guidewire.ide.fim import build_fim_prompt
+    from guidewire.monitors import create_monitor
     from guidewire.runtime.registry import get_model
 
     t = time.monotonic()
@@ -100,6 +104,8 @@ def main(argv=None) -> int:
     configs = {"no monitors": ((), None)}
     if args.monitors:
         mons = tuple(m for m in args.monitors.split(",") if m)
+        if args.backend != "jedi":  # factories: complete_code calls them with create_monitor's keywords
+            mons = tuple(functools.partial(create_monitor, m, backend=args.backend) for m in mons)
         configs[f"monitors={args.monitors}"] = (mons, None)   # segment search on (the default at T=0)
         configs[f"monitors={args.monitors}, no segment search"] = (mons, False)
     kw = dict(max_tokens=args.new_tokens, stop=[], max_prompt_tokens=args.context, temperature=0.0)

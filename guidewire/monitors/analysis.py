@@ -171,7 +171,6 @@ class JediBackend:
             import jedi
         except ImportError as exc:  # pragma: no cover - the extra is installed in CI
             raise AnalysisError("the jedi back end needs jedi: pip install 'guidewire[monitors]'") from exc
-        self._jedi = jedi
         self.project_root = os.path.abspath(project_root) if project_root else None
         self._project = jedi.Project(self.project_root) if self.project_root else None
         self._runner = _jedi_runner()
