@@ -533,3 +533,15 @@ def test_lsp_backend_agrees_with_jedi(smollm2, smol_tokenizer, jedi_backend):
             be.attributes(code + "\n" * 3 + "d.", 6, 2, path=None, deadline_s=1e-4)
     finally:
         be.close()
+
+
+def test_warm_up_backend_loads_builtins_before_the_first_trigger():
+    from guidewire.monitors import warm_up_backend
+
+    be = JediBackend()  # its own name cache and inference states
+    assert be.names.nbytes == 0 and be.states.created == 0
+    secs = warm_up_backend(be, deadline_s=60)
+    assert secs > 0 and be.names.nbytes > 0 and be.states.created >= 1  # the questions were answered
+    code = "def f():\n    s = 'text'\n    return s."
+    assert {"upper", "split"} <= set(be.attributes(code, *cursor(code), path=None, deadline_s=60))
+    assert be.states.reused >= 1 and be.names.hits >= 1  # the first real query reused what it loaded

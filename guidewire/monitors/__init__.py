@@ -9,7 +9,8 @@ from .._lazy import lazy_getattr
 
 __all__ = ["Monitor", "MonitorStats", "Abstention", "create_monitor", "intersect", "gated",
            "DereferenceMonitor", "ArityMonitor", "JediBackend", "LspBackend", "AnalysisTimeout",
-           "AnalysisError", "Intersection", "Gated", "JediProcessBackend", "make_backend", "close_backends"]
+           "AnalysisError", "Intersection", "Gated", "JediProcessBackend", "make_backend", "close_backends",
+           "warm_up_backend"]
 
 _LAZY = {
     "Monitor": ".base", "MonitorStats": ".base", "Abstention": ".base",
@@ -17,7 +18,7 @@ _LAZY = {
     "Intersection": ".compose", "Gated": ".compose",
     "DereferenceMonitor": ".dereference", "ArityMonitor": ".arity",
     "JediBackend": ".analysis", "LspBackend": ".lsp", "JediProcessBackend": ".jediproc",
-    "make_backend": ".factory", "close_backends": ".factory",
+    "make_backend": ".factory", "close_backends": ".factory", "warm_up_backend": ".factory",
     "AnalysisTimeout": ".analysis", "AnalysisError": ".analysis",
 }
 

@@ -24,19 +24,26 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
 
 def warm_up_and_freeze(vocab) -> int:
     """Compile the built-in JSON grammar and a JSON schema, and ask a mask of each (per-vocabulary
-    indexes, the lazily imported compilers), then ``gc.collect(); gc.freeze()``: the objects a long-lived server holds
+    indexes, the lazily imported compilers), warm the monitors' jedi back end, then ``gc.collect(); gc.freeze()``: the objects a long-lived server holds
     from start-up leave CPython's full collections, which otherwise traverse them (~350k objects,
     ~200 ms) inside whichever mask allocates (``bench/bench_gc_pauses.py``). Returns the number of
     frozen objects."""
     import gc
 
     from ..core.bitmask import allocate_token_bitmask
+    from ..core.errors import GuidewireError
     from ..grammar import builtin_grammar, compile_json_schema, compile_lark
 
     for g in (compile_lark(builtin_grammar("json"), vocab),
               compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}, vocab)):
         g.matcher().fill_bitmask(allocate_token_bitmask(1, vocab.vocab_size), 0)
     del g
+    try:  # the monitors' in-process jedi: builtins and typing stubs loaded (and frozen) now
+        from ..monitors import warm_up_backend
+
+        warm_up_backend("jedi")
+    except GuidewireError as exc:  # no jedi installed (the monitors extra), or it failed: said, not fatal
+        print(f"guidewire: monitors not warmed up: {exc}", file=sys.stderr)
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
