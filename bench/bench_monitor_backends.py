@@ -6,7 +6,9 @@ each back end (jedi in-process, jedi in a child process, jedi-language-server th
 ends' attribute listing is checked against, and ``jedi-fresh``: in-process jedi without the
 inference states shared across queries) lists the attributes at the dot, cold (first query
 of the file's buffer) and warm (the same buffer again, answer cache bypassed where a back end
-has one); the back ends take turns going first. Reported: latency p50/p95/max per back end,
+has one); the back ends take turns going first. In-process back ends of one run share parso's
+in-memory cache of parsed library modules (the child process does not), which flatters their
+latency: for one back end's latency, run it alone (``--backends jedi``). Reported: latency p50/p95/max per back end,
 whether ``attr`` is listed, and agreement of the name sets with in-process jedi.
 
     python bench/bench_monitor_backends.py --points 30 --out bench/results/monitors
