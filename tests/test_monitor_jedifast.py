@@ -157,6 +157,17 @@ def test_shared_state_sees_a_module_edited_on_disk(tmp_path):
     assert sorted(again) == sorted(seen[-1]) and states.reused == 1
 
 
+def test_shared_state_finds_a_module_created_after_a_failed_import(tmp_path):
+    states = InferenceStates()
+    buf = str(tmp_path / "__guidewire_buffer__main.py")
+    code = "import helpers\n\ndef f():\n    helpers.Tool()."
+    line, col = cursor(code)
+    assert states.run(code, buf, None, lambda s: attribute_names(s, line, col)) == []  # no such module yet
+    (tmp_path / "helpers.py").write_text("class Tool:\n    def hammer(self):\n        pass\n")
+    names = states.run(code, buf, None, lambda s: attribute_names(s, line, col))
+    assert "hammer" in names and states.reused == 1
+
+
 def test_shared_state_forgets_each_buffer(tmp_path):
     states = InferenceStates()
     buf = str(tmp_path / "__guidewire_buffer__main.py")

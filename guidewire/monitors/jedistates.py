@@ -26,7 +26,8 @@ class InferenceStates:
     What jedi keeps per query stays per query: the recursion detectors and the count of
     inferences per node (past 300 jedi infers nothing for that node) start empty each time.
     Kept honest by three rules: a state whose modules' files changed on disk since they were
-    loaded (modification time, or gone) is dropped before it answers; a query that raised drops
+    loaded (modification time, or gone) is dropped before it answers (and an import that failed
+    is forgotten after its query, so a module created since is found); a query that raised drops
     its state (an inference cut short can leave its caches half-filled); and the states' memoised
     inferences are charged ``entry_bytes`` each against ``max_bytes`` (least recently used states
     go first; one over the bound alone is dropped after its query).
@@ -103,6 +104,9 @@ class InferenceStates:
         files = self._states[key][1]
         cache = state.module_cache._name_cache
         for names, values in list(cache.items()):
+            if not values:  # an import that failed: tried again next query (the file may appear)
+                cache.pop(names, None)
+                continue
             for value in values:
                 file_io = getattr(value, "file_io", None)
                 path = getattr(file_io, "path", None)
