@@ -28,12 +28,12 @@ from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
 from .tablearrays import _distinct
+from .tabletuning import EAGER_LEXER_STATES  # determinise the lexer up front up to this many states
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 __all__ = ["CompiledGrammar", "GrammarMatcher", "DEFAULT_MASK_CACHE_BYTES"]
 
 _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()   # False on a free-threaded build
-EAGER_LEXER_STATES = 16384  # determinise the lexer up front when it has at most this many states
 SPARSE_ROW_DIVISOR = 8     # a group with fewer tokens than words / this is OR-ed from its ids (compiled path)
 EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)

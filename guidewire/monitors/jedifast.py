@@ -25,6 +25,7 @@ dots. Anything but a trailer completion (and any jedi whose internals differ) go
 
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import threading
@@ -165,9 +166,6 @@ class _NameIndex:
     """
 
     def __init__(self, cache_node, used_names, definition_names, parent_scope):
-        import bisect
-
-        self._bisect = bisect
         self.used_names = used_names
         self.by_scope: dict[int, list] = {}
         self_names = []  # (start_pos, key order, key) of names defined as ``x.name``
@@ -191,8 +189,8 @@ class _NameIndex:
 
     def self_keys_within(self, start, end) -> list:
         """Keys with a trailer definition strictly between ``start`` and ``end`` (module order)."""
-        lo = self._bisect.bisect_right(self._self_pos, start)
-        hi = self._bisect.bisect_left(self._self_pos, end)
+        lo = bisect.bisect_right(self._self_pos, start)
+        hi = bisect.bisect_left(self._self_pos, end)
         got = {}
         for _pos, order, key in self._self_names[lo:hi]:
             got[order] = key

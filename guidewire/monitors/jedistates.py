@@ -41,20 +41,19 @@ class InferenceStates:
         self.dropped_bytes = 0  # charge of the states dropped so far (their heap is garbage now)
 
     def run(self, code: str, path: str | None, project, query):
-        """``query(script)`` on a script of ``code`` at ``path`` (see :meth:`script`), then
-        :meth:`done`."""
-        script = self.script(code, path, project)
+        """``query(script)`` on a ``jedi.Script`` of ``code`` at ``path`` (the script
+        ``jedi.Script(code=code, path=path, project=project)`` is) running on the shared state
+        of its directory; the state is tidied after the query (dropped if the query raised)."""
+        script, key = self._open(code, path, project)
         try:
             value = query(script)
         except BaseException:
-            self.done(script, ok=False)
+            self._close(key, script, ok=False)
             raise
-        self.done(script)
+        self._close(key, script)
         return value
 
-    def script(self, code: str, path: str | None, project=None):
-        """A ``jedi.Script`` of ``code`` at ``path`` running on the shared state of its
-        directory (the same script ``jedi.Script(code=code, path=path, project=project)`` is)."""
+    def _open(self, code: str, path: str | None, project):
         import jedi
 
         kw = {"code": code, "path": path}
@@ -79,7 +78,7 @@ class InferenceStates:
         state.reset_recursion_limitations()
         state.inferred_element_counts.clear()  # a budget per query (jedi gives up on a node
         state.analysis.clear()                 # inferred over 300 times), never across queries
-        return script
+        return script, key
 
     @staticmethod
     def _changed(files: dict) -> bool:
@@ -91,17 +90,16 @@ class InferenceStates:
                 return True
         return False
 
-    def done(self, script, ok: bool = True) -> None:
-        """After a query on ``script``: note its state's loaded files, drop the buffer module
-        from it (or the whole state when the query raised), keep the byte bound."""
-        state = script._inference_state
-        key = next((k for k, v in self._states.items() if v[0] is state), None)
-        if key is None:
+    def _close(self, key, script, ok: bool = True) -> None:
+        """After a query: note its state's loaded files, drop the buffer module from it (or the
+        whole state when the query raised), keep the byte bound."""
+        slot = self._states.get(key)
+        if slot is None or slot[0] is not script._inference_state:
             return
         if not ok:
             self._drop(key)
             return
-        files = self._states[key][1]
+        state, files = slot
         cache = state.module_cache._name_cache
         for names, values in list(cache.items()):
             if not values:  # an import that failed: tried again next query (the file may appear)
