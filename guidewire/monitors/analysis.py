@@ -97,14 +97,16 @@ class DeadlineRunner:
     (interrupting jedi mid-inference, e.g. with an asynchronous exception, corrupts its shared
     caches, which then fail every later query), and the next query waits for it within its own
     deadline. ``on_late(value)`` is called with the answer of a query that finished late, so a
-    caller can keep it for a retry of the same question.
+    caller can keep it for a retry of the same question; ``after()`` runs on the worker once
+    the caller has the answer (housekeeping off the caller's wait; the next query waits for it).
     """
 
     def __init__(self):
         self._busy = threading.Lock()
         self.late = 0
 
-    def run(self, fn: Callable[[], object], deadline_s: float, on_late: Callable[[object], None] | None = None):
+    def run(self, fn: Callable[[], object], deadline_s: float, on_late: Callable[[object], None] | None = None,
+            after: Callable[[], None] | None = None):
         """``fn()``'s value, or :class:`AnalysisTimeout` after ``deadline_s`` seconds."""
         if deadline_s <= 0:
             raise ValueError("deadline_s must be > 0")
@@ -129,6 +131,8 @@ class DeadlineRunner:
                     if late and "value" in box and on_late is not None:
                         self.late += 1
                         on_late(box["value"])  # stored before the next query may start
+                    if after is not None:
+                        after()
                 finally:
                     self._busy.release()
 
@@ -161,12 +165,18 @@ def _jedi_runner() -> DeadlineRunner:
 
 
 class JediBackend:
-    """jedi in-process (``jedi.Script(code=buffer, path=sibling, project=Project(root))``)."""
+    """jedi in-process (``jedi.Script(code=buffer, path=sibling, project=Project(root))``).
+
+    ``shared_states``: imported modules' inference kept across queries (:mod:`.jedistates`);
+    ``freeze_heap``: after each answer the query's garbage is collected and the survivors frozen
+    (:class:`~.jedistates.FrozenHeap`, process-wide: other threads' objects are frozen too until
+    the periodic full collection), so the collector stops walking jedi's caches mid-query."""
 
     name = "jedi"
     keeps_late_answers = True  # a query past its deadline still answers a later identical one
 
-    def __init__(self, project_root: str | None = None, *, shared_states: bool = True):
+    def __init__(self, project_root: str | None = None, *, shared_states: bool = True,
+                 freeze_heap: bool = True):
         try:
             import jedi
         except ImportError as exc:  # pragma: no cover - the extra is installed in CI
@@ -177,12 +187,15 @@ class JediBackend:
         self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
         self._alock = threading.Lock()
         from .jedifast import NameCache
-        from .jedistates import InferenceStates
+        from .jedistates import FrozenHeap, InferenceStates
 
         self.names = NameCache()  # library classes' attribute names, across queries
         # imported modules' inference, across queries (``shared_states=False``: a fresh jedi
         # state per query, as ``jedi.Script`` does; kept for comparison)
         self.states = InferenceStates() if shared_states else InferenceStates(max_states=0)
+        # after each query: its garbage collected, survivors frozen (jedistates.FrozenHeap; the
+        # process's collector then never walks jedi's caches again in the middle of a query)
+        self.heap = FrozenHeap(self.states) if freeze_heap else None
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
         key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -197,7 +210,8 @@ class JediBackend:
                 while len(self._answers) > _ANSWER_ENTRIES:
                     self._answers.popitem(last=False)
 
-        value = self._runner.run(query, deadline_s, on_late=keep)
+        value = self._runner.run(query, deadline_s, on_late=keep,
+                                 after=self.heap.after_query if self.heap is not None else None)
         keep(value)
         return value
 

@@ -36,15 +36,15 @@ from multiprocessing.connection import Connection
 out_fd = os.dup(1)
 os.dup2(2, 1)  # anything jedi prints goes to stderr, never into the protocol
 rx, tx = Connection(0, writable=False), Connection(out_fd, readable=False)
-import gc
 import jedi
 import runpy
 fast = runpy.run_path(sys.argv[2])  # guidewire/monitors/jedifast.py: no guidewire imports
 names_cache = fast["NameCache"]()
-states = runpy.run_path(sys.argv[3])["InferenceStates"]()  # jedistates.py: no guidewire imports
+kept = runpy.run_path(sys.argv[3])  # jedistates.py: no guidewire imports
+states = kept["InferenceStates"]()
+heap = kept["FrozenHeap"](states)
 root = sys.argv[1] or None
 project = jedi.Project(root) if root else None
-served = dropped = 0
 while True:
     try:
         msg = rx.recv()
@@ -70,18 +70,10 @@ while True:
         tx.send((qid, "ok", value))
     except Exception as exc:
         tx.send((qid, "error", "%s: %s" % (type(exc).__name__, exc)))
-    # the answer is out: collect this query's garbage, then freeze what survives (jedi's and
-    # parso's caches) so that collections during the next query do not walk every parsed module
-    # again (a fifth of query time, all of it in the tail); every 256th time the frozen objects
-    # are collected too (cycles the caches have let go of), and so are they after inference
-    # state or more was dropped (64 MiB charged: they were frozen with the rest)
-    served += 1
+    # the answer is out: collect this query's garbage and freeze what survives (jedistates.py,
+    # FrozenHeap), unless the next query is already waiting
     if not rx.poll(0):
-        if served % 256 == 0 or states.dropped_bytes - dropped > 64 << 20:
-            dropped = states.dropped_bytes
-            gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        heap.after_query()
 """
 
 
