@@ -268,3 +268,78 @@ def test_indexed_filters_list_what_jedi_lists(case):
 
 def test_indexed_filter_cases_ran():
     assert len(_SYNTH) >= 30 and sum(n > 23 for n in _SYNTH) >= 15, str(_SYNTH)  # beyond object.s names
+
+
+# -- the collector's policy ---------------------------------------------------------------------------
+class _Cycle:
+    """An object in a reference cycle (only the cycle collector frees it)."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_frozen_heap_keeps_a_dropped_cycle_until_its_full_collection():
+    import gc
+    import weakref
+
+    from guidewire.monitors.jedistates import FrozenHeap
+
+    states = InferenceStates()
+    heap = FrozenHeap(states, growth=1e9)  # only the dropped-bytes rule can call a full collection
+    try:
+        keep = [_Cycle()]
+        ref = weakref.ref(keep[0])
+        heap.after_query()  # the first one is full; the cycle survives it (reachable) and is frozen
+        assert (heap.collections, heap.full) == (1, 1) and gc.get_freeze_count() > 0
+        keep.clear()  # garbage now, but frozen: ordinary collections never look at it
+        gc.collect()
+        heap.after_query()
+        assert ref() is not None and heap.full == 1
+        states.dropped_bytes += heap.max_dropped_bytes + 1  # as if states of that size were dropped
+        heap.after_query()
+        assert heap.full == 2 and ref() is None
+        assert heap.seconds >= heap.max_s > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_frozen_heap_collects_in_full_once_the_frozen_set_grew():
+    import gc
+
+    from guidewire.monitors.jedistates import FrozenHeap
+
+    heap = FrozenHeap(InferenceStates(), growth=1.5)
+    try:
+        heap.after_query()
+        base = gc.get_freeze_count()
+        keep = [[i] for i in range(base // 4)]  # a quarter more: not yet
+        heap.after_query()
+        assert heap.full == 1
+        keep += [[i] for i in range(base // 2)]  # three quarters more in all: past 1.5x
+        heap.after_query()
+        assert heap.full == 2
+        del keep
+    finally:
+        gc.unfreeze()
+    with pytest.raises(ValueError):
+        FrozenHeap(InferenceStates(), growth=1.0)
+
+
+def test_the_in_process_backend_tidies_the_heap_after_each_answer(tmp_path):
+    import gc
+
+    from guidewire.monitors.analysis import JediBackend
+
+    path = tmp_path / "m.py"
+    be = JediBackend(str(tmp_path))
+    off = JediBackend(str(tmp_path), freeze_heap=False)
+    try:
+        for i in range(3):
+            code = f"import os\nx{i} = os.path.\n"
+            names = be.attributes(code, 2, len(f"x{i} = os.path."), path=str(path), deadline_s=30)
+            assert "join" in names
+        assert be.heap.collections == 3 and gc.get_freeze_count() > 0
+        assert off.heap is None
+        assert "join" in off.attributes("import os\nos.path.\n", 2, 8, path=str(path), deadline_s=30)
+    finally:
+        gc.unfreeze()
