@@ -90,9 +90,10 @@ def _monitor_stats(m) -> dict:
 
 
 def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, path, project_root,
-                     deadline_s: float) -> list[tuple[str, object]]:
-    """``(name, constraint)`` for each entry of ``monitors``: a name (``guidewire.monitors.create_monitor``),
-    a factory called with the same keywords, or a constraint object used as is."""
+                     deadline_s: float, dot_follows: bool = False) -> list[tuple[str, object]]:
+    """``(name, constraint)`` for each entry of ``monitors``: a name (``guidewire.monitors.create_monitor``,
+    also given ``dot_follows``), a factory called with the same keywords (but ``dot_follows``),
+    or a constraint object used as is."""
     if isinstance(monitors, str):
         monitors = (monitors,)
     out = []
@@ -102,7 +103,7 @@ def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, pat
         if isinstance(spec, str):
             from .monitors import create_monitor
 
-            out.append((spec, create_monitor(spec, **kw)))
+            out.append((spec, create_monitor(spec, dot_follows=dot_follows, **kw)))
         elif hasattr(spec, "fill_bitmask") and hasattr(spec, "advance"):
             out.append((getattr(spec, "name", None) or f"{type(spec).__name__}#{i}", spec))
         elif callable(spec):
@@ -182,7 +183,8 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
         if heal:
             gate = SuffixGate(compiled, seen, suffix)
     named = resolve_monitors(monitors, vocab=vocab, prefix=seen, suffix=suffix, path=path,
-                             project_root=project_root, deadline_s=monitor_deadline_s)
+                             project_root=project_root, deadline_s=monitor_deadline_s,
+                             dot_follows=heal.startswith(b"."))
     parts = ([TokenHealing(vocab, heal)] if heal else []) + ([gate] if gate is not None else []) \
         + [m for _, m in named]
     constraint = None if not parts else parts[0] if len(parts) == 1 else intersect(*parts)

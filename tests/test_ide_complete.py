@@ -146,3 +146,23 @@ def test_token_healing_can_be_switched_off():
     off = guidewire.complete_code(POINT, monitors=(), max_tokens=2, stop=[], token_healing=False)
     assert on.stats.healed == "." and off.stats.healed == ""
     assert off.stats.prompt_tokens == on.stats.prompt_tokens + 1  # healing feeds the prompt less its last token
+
+
+BOX = ("class Box:\n    def __init__(self):\n        self._items = []\n        self._size = 0\n\n"
+       "    def add(self, x):\n        self.")
+
+
+def test_the_healed_dot_is_analysed_once_and_may_begin_a_private_name():
+    """The prompt's trailing "." is healed, so the output starts with it: the dereference monitor
+    analyses that dot before it is written and allows "._" (SmolLM2 spells "self._items" as
+    " self" "._" "items"); the name written is one the class really has (``dir`` of an instance)."""
+    out = guidewire.complete_code(BOX, max_tokens=6, monitor_deadline_s=30)
+    assert out.stats.healed == "."
+    # one analysis per dot: the healed one (asked before it was written, not again after) and
+    # each dot of the completion (here "_items.append(x")
+    assert out.stats.monitors["dereference"]["triggers"] == 1 + out.text.count(".") and out.stats.abstentions == 0
+    ns: dict = {}
+    exec(BOX + "x\n", ns)  # noqa: S102 -- the test's own class
+    name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", out.text)
+    assert name and name.group() in dir(ns["Box"]()), out.text
+    assert name.group().startswith("_"), out.text  # what the model wants once "._" is allowed

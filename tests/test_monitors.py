@@ -187,6 +187,85 @@ def test_dormant_allows_everything_but_straddling_tokens(smollm2, jedi_backend):
     assert m.stats.triggers == 0
 
 
+def brute_dot_allowed(vocab, names: list[bytes]) -> np.ndarray:
+    """Ids of the tokens ``.`` + head that begin a name of ``names`` (head a prefix of one, or one
+    followed by non-identifier bytes without a second dereference), by reading every token."""
+    import re
+
+    pat = re.compile(rb"\.[A-Za-z_\x80-\xff]")
+    ok = np.zeros(vocab.vocab_size, dtype=bool)
+    for i in vocab.normal_ids.tolist():
+        b = vocab.token_bytes[i]
+        if not pat.match(b) or pat.search(b, 1):
+            continue
+        rest = b[1:]
+        n = ident_head(rest)
+        ok[i] = any(s.startswith(rest) for s in names) if n == len(rest) else rest[:n] in names
+    return ok
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(st.sampled_from(_POOL), min_size=1, max_size=8, unique=True))
+def test_dot_mask_matches_brute_force(smollm2, gemma3, names):
+    for vocab in (smollm2, gemma3):
+        got = bitmask_to_bool(IdentIndex.for_vocab(vocab).dot_mask(names), vocab.vocab_size)
+        assert np.array_equal(got, brute_dot_allowed(vocab, names))
+
+
+def test_dot_tokens_exist_in_both_vocabularies(smollm2, gemma3):
+    # what the dot-follows state is for: both vocabularies spell "._" and ".__" as one token (the
+    # only dot tokens they have: a private name after "x" is "x" "._" "name" in their training
+    # text); the brute force must find those, or the test above checks nothing
+    for vocab in (smollm2, gemma3):
+        assert brute_dot_allowed(vocab, [b"_x", b"__init__"]).sum() >= 2
+
+
+class ListedBackend:
+    """Answers every attribute query with ``names``; records the code of each query."""
+
+    name = "listed"
+
+    def __init__(self, names):
+        self.names, self.codes = list(names), []
+
+    def attributes(self, code, line, column, *, path, deadline_s):
+        self.codes.append(code)
+        return self.names
+
+    def signature(self, code, line, column, *, path, deadline_s):
+        return None
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("names,private", [(["_x", "a"], True), (["append", "pop"], False)])
+def test_dot_follows_allows_the_dot_tokens_that_begin_a_listed_name(smollm2, names, private):
+    b2t = smollm2.bytes_to_tokens()
+    dot, dot_u = b2t[b"."], b2t[b"._"]
+    be = ListedBackend(names)
+    m = DereferenceMonitor(smollm2, "y = x", backend=be, dot_follows=True)
+    plain = DereferenceMonitor(smollm2, "y = x", backend=be)
+    assert plain.allows(dot) and not plain.allows(dot_u) and plain.stats.triggers == 0
+    assert m.allows(dot) and m.allows(dot_u) == private
+    assert m.allows(b2t[b" ="]) and not m.active  # the dot is expected, not enforced
+    assert be.codes == ["y = x."] and m.stats.triggers == 1
+    f = m.fork()
+    assert f.advance(dot) and f.active and set(f.legal_names) == set(names)
+    if private:
+        assert m.advance(dot_u) and m.active and m.text == "y = x._"
+        assert m.allows(b2t[b"x"]) and not m.allows(b2t[b"a"])
+    assert m.stats.triggers == 1 and len(be.codes) == 1  # the dot's analysis is asked once
+
+
+def test_dot_follows_needs_an_expression_before_the_dot(smollm2):
+    be = ListedBackend(["_x"])
+    for prefix in ("x = 1", "# y", "s = 'a", "import os\n"):
+        m = DereferenceMonitor(smollm2, prefix, backend=be, dot_follows=True)
+        assert not m.allows(smollm2.bytes_to_tokens()[b"._"]) and m.stats.triggers == 0
+    assert be.codes == []
+
+
 # -- deadlines and abstentions ---------------------------------------------------------------------
 class SlowBackend:
     """A back end whose answers take ``delay`` seconds (or never come back empty)."""

@@ -258,9 +258,13 @@ class Monitor(ABC):
         while len(sh.inflight) > _INFLIGHT:
             sh.inflight.pop(next(iter(sh.inflight)))
 
+    def _trigger_text(self, offset: int) -> bytes:
+        """The buffer an analysis of the trigger at byte ``offset`` sees (through that byte)."""
+        return bytes(self._buf[:offset + 1])
+
     def _key(self, kind: str, offset: int) -> bytes:
         h = hashlib.blake2b(digest_size=16)
-        for part in (kind.encode(), bytes(self._buf[:offset + 1]), b"\0", self.suffix.encode(), b"\0",
+        for part in (kind.encode(), self._trigger_text(offset), b"\0", self.suffix.encode(), b"\0",
                      str(self.path).encode()):
             h.update(part)
         return h.digest()  # a digest, not the buffer: the cache stays small (entries x answer size)

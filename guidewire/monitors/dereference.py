@@ -8,7 +8,12 @@ allowed iff it extends the partial name towards a listed one, or completes a lis
 continues with a break character (any byte that cannot be in an identifier), after which the
 monitor is dormant again (a break of ``.`` re-triggers at once for chained access). EOS is
 allowed while active only when the partial name is a listed name. Straddling tokens (a dot and
-an identifier start inside one token) are excluded in every state, see :mod:`.identindex`.
+an identifier start inside one token) are excluded, see :mod:`.identindex`, except where the
+dot is known to come next: a monitor made with ``dot_follows=True`` (the caller's token healing
+re-spells a trailing ``.`` of the prompt, so the output starts with a dot) analyses the dot
+after the buffer at once and also allows the tokens ``.`` + name head that begin a listed name
+(``._`` when only private names start with ``_``), the spelling the model was trained on where
+its vocabulary has such tokens.
 """
 
 from __future__ import annotations
@@ -126,7 +131,9 @@ class DereferenceMonitor(Monitor):
     """Only attribute names that exist after ``expr.`` (see the module docstring).
 
     States: ``("dormant",)``; ``("pending", dot, partial)`` (the trigger fired, analysis not run
-    yet); ``("active", names, partial)``; after a timeout ``("waiting", dot, partial)`` (dormant
+    yet); ``("active", names, partial)``; with ``dot_follows``, ``("predot", dot)`` (the buffer
+    ends before a dot not written yet, analysis not run) and ``("dotted", names)`` (answered:
+    dormant, plus the straddling tokens that begin a listed name); after a timeout ``("waiting", dot, partial)`` (dormant
     for this token) and, once a token extended the name, ``("late", dot, partial)``: the answer
     is looked for again (a poll of a few ms) and, if it has come and ``partial`` starts a listed
     name, the rest of the name is masked.
@@ -134,16 +141,22 @@ class DereferenceMonitor(Monitor):
 
     name = "dereference"
 
-    def __init__(self, vocab, prefix, **kw):
+    def __init__(self, vocab, prefix, *, dot_follows: bool = False, **kw):
         self._index = IdentIndex.for_vocab(vocab)
+        self.dot_follows = bool(dot_follows)
         super().__init__(vocab, prefix, **kw)
 
     def _initial_state(self, buf):
         hit = dot_trigger(buf)
+        if hit is None and self.dot_follows and dot_trigger(buf + b".") is not None:
+            return ("predot", len(buf))
         return _DORMANT if hit is None else ("pending", hit[0], hit[1])
 
     def _pending(self, state) -> bool:
-        return state[0] in ("pending", "late")
+        return state[0] in ("pending", "late", "predot")
+
+    def _trigger_text(self, offset: int) -> bytes:
+        return bytes(self._buf[:offset]) + b"."  # the dot itself may not be written yet (predot)
 
     def _dormant(self, state) -> bool:
         return state[0] != "active"
@@ -153,11 +166,15 @@ class DereferenceMonitor(Monitor):
 
     def _query_for(self, state, buf):
         dot = state[1]
-        code = buf[:dot + 1].decode("utf-8", errors="replace")
+        code = (buf[:dot] + b".").decode("utf-8", errors="replace")
         line, col = cursor(code)
         return "attributes", dot, self._query(dot, code, line, col)
 
     def _resolve(self, state, buf):
+        if state[0] == "predot":
+            names = self._analyse("attributes", state[1], self._query_for(state, buf)[2])
+            # no answer (recorded as an abstention): plain dormant, the straddling tokens stay out
+            return _DORMANT if names is None else ("dotted", _Names(n.encode("utf-8") for n in names))
         dot, partial = state[1], state[2]
         query = self._query_for(state, buf)[2]
         if state[0] == "late":
@@ -197,6 +214,8 @@ class DereferenceMonitor(Monitor):
 
     def _row(self, state) -> np.ndarray:
         idx = self._index
+        if state[0] == "dotted":
+            return idx.free_row | idx.eos_row | idx.dot_mask(state[1].names)
         if state[0] != "active":
             return idx.free_row | idx.eos_row
         return idx.mask(state[1].names, state[2])

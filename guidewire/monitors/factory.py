@@ -103,7 +103,7 @@ def warm_up_backend(backend: str | Backend = "jedi", *, project_root: str | None
 
 def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", path: str | None = None,
                    project_root: str | None = None, deadline_s: float = 0.5,
-                   backend: str | Backend = "jedi", prefetch: bool = True) -> Monitor:
+                   backend: str | Backend = "jedi", prefetch: bool = True, dot_follows: bool = False) -> Monitor:
     """A monitor named ``name`` (``"dereference"`` or ``"arity"``) over the buffer ``prefix``.
 
     ``suffix`` is the text after the cursor (given to the analysis), ``path`` where the buffer
@@ -113,7 +113,9 @@ def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", pa
     ``"lsp"`` or a
     back-end object (share one between monitors to share its process or server); ``prefetch``
     starts each trigger's analysis on a thread as soon as the trigger fires, so that it runs while
-    the model does (else it runs when the mask is asked for).
+    the model does (else it runs when the mask is asked for). ``dot_follows`` says the output
+    starts with a ``.`` after ``prefix`` (token healing re-spells one): the dereference monitor
+    then analyses that dot at once and allows tokens that start with it (``._``, ``.append``).
     """
     if name not in MONITORS:
         raise ValueError(f"unknown monitor {name!r}; expected one of {MONITORS}")
@@ -122,7 +124,7 @@ def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", pa
     if name == "dereference":
         from .dereference import DereferenceMonitor
 
-        return DereferenceMonitor(vocab, prefix, **kw)
+        return DereferenceMonitor(vocab, prefix, dot_follows=dot_follows, **kw)
     from .arity import ArityMonitor
 
     return ArityMonitor(vocab, prefix, **kw)

@@ -54,12 +54,17 @@ class IdentIndex:
         free_row: packed row of every non-straddling ordinary token (no EOS).
         break_row: packed row of ``brk[b""]`` (tokens that start with a break byte).
         straddling: number of straddling tokens excluded.
+        dot_cont, dot_brk: the same tables for the straddling tokens that *start* with the dot
+            (``.append``, ``._``), keyed by the head after the dot (tokens with a second
+            straddle left out): what may follow an expression when the dot's analysis is known.
     """
 
     def __init__(self, vocab: Vocab):
         self.vocab = vocab
         cont: dict[bytes, list[int]] = {}
         brk: dict[bytes, list[int]] = {}
+        dot_cont: dict[bytes, list[int]] = {}
+        dot_brk: dict[bytes, list[int]] = {}
         free: list[int] = []
         straddling = 0
         tb = vocab.token_bytes
@@ -67,6 +72,10 @@ class IdentIndex:
             b = tb[i]
             if _STRADDLE.search(b):
                 straddling += 1
+                if _STRADDLE.match(b) and not _STRADDLE.search(b, 1):
+                    rest = b[1:]
+                    n = ident_head(rest)
+                    (dot_cont if n == len(rest) else dot_brk).setdefault(rest[:n], []).append(i)
                 continue
             free.append(i)
             n = ident_head(b)
@@ -76,7 +85,9 @@ class IdentIndex:
                 brk.setdefault(b[:n], []).append(i)
         self.cont = {k: np.asarray(v, dtype=np.int64) for k, v in cont.items()}
         self.brk = {k: np.asarray(v, dtype=np.int64) for k, v in brk.items()}
-        self.max_head = max((len(k) for k in self.cont), default=0)
+        self.dot_cont = {k: np.asarray(v, dtype=np.int64) for k, v in dot_cont.items()}
+        self.dot_brk = {k: np.asarray(v, dtype=np.int64) for k, v in dot_brk.items()}
+        self.max_head = max((len(k) for d in (self.cont, self.dot_cont) for k in d), default=0)
         self.free_row = ids_to_bitmask(free, vocab.vocab_size)
         self.break_row = ids_to_bitmask(self.brk.get(b"", _EMPTY), vocab.vocab_size)
         self.eos_row = ids_to_bitmask(sorted(vocab.eos_ids), vocab.vocab_size)
@@ -92,13 +103,28 @@ class IdentIndex:
 
     def memory_bytes(self) -> int:
         """Approximate size of the index's arrays and keys."""
-        n = sum(a.nbytes + len(k) + 64 for d in (self.cont, self.brk) for k, a in d.items())
+        n = sum(a.nbytes + len(k) + 64 for d in (self.cont, self.brk, self.dot_cont, self.dot_brk)
+                for k, a in d.items())
         return n + self.free_row.nbytes * 3
 
     def mask(self, names: Iterable[bytes], partial: bytes) -> np.ndarray:
         """Packed int32 row: tokens that extend ``partial`` towards a name in ``names`` or complete
         one and break; EOS bits set iff ``partial`` itself is a name."""
-        rems = [s[len(partial):] for s in names if s.startswith(partial)]
+        ids, complete = self._ids(self.cont, self.brk, [s[len(partial):] for s in names if s.startswith(partial)])
+        row = ids_to_bitmask(ids, self.vocab.vocab_size)
+        if complete:
+            row = row | self.break_row | self.eos_row
+        return row
+
+    def dot_mask(self, names: Iterable[bytes]) -> np.ndarray:
+        """Packed int32 row of the straddling tokens ``.`` + head that begin a dereference
+        towards a name in ``names`` (head a prefix of one, or one followed by a break)."""
+        ids, _ = self._ids(self.dot_cont, self.dot_brk, list(names))
+        return ids_to_bitmask(ids, self.vocab.vocab_size)
+
+    def _ids(self, cont: dict, brk: dict, rems: list[bytes]) -> tuple[np.ndarray, bool]:
+        """Ids of ``cont`` tokens whose head is a non-empty prefix of a remainder in ``rems`` and
+        of ``brk`` tokens whose head is one; and whether some remainder is empty."""
         prefixes: set[bytes] = set()
         parts = []
         complete = False
@@ -108,12 +134,8 @@ class IdentIndex:
                 continue
             for k in range(1, min(len(r), self.max_head) + 1):
                 prefixes.add(r[:k])
-            ids = self.brk.get(r)
+            ids = brk.get(r)
             if ids is not None:
                 parts.append(ids)
-        parts.extend(self.cont[p] for p in prefixes if p in self.cont)
-        ids = np.concatenate(parts) if parts else _EMPTY
-        row = ids_to_bitmask(ids, self.vocab.vocab_size)
-        if complete:
-            row = row | self.break_row | self.eos_row
-        return row
+        parts.extend(cont[p] for p in prefixes if p in cont)
+        return (np.concatenate(parts) if parts else _EMPTY), complete

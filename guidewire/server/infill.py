@@ -157,7 +157,8 @@ def infill_plan(body: dict, lm, *, default_max: int = 128) -> Plan:
         if grammar is not None:
             parts.append(SuffixGate(grammar, seen, suffix))
         parts += [m for _, m in resolve_monitors(names, vocab=vocab, prefix=seen, suffix=suffix, path=path,
-                                                 project_root=root, deadline_s=0.5)]
+                                                 project_root=root, deadline_s=0.5,
+                                                 dot_follows=heal.startswith(b"."))]
         if ends:
             parts.append(EndTokens(vocab.vocab_size, ends))
         if not parts:
