@@ -58,14 +58,16 @@ def closes(tok: int) -> bool:
     return bool(b) and not (b.isalnum() or b == b"_" or b[0] >= 0x80)
 
 
-def brute_best(model: FakeModel, monitor, base_len: int, merge_closing: bool):
+def brute_best(model: FakeModel, monitor, base_len: int, merge_closing: bool, outcomes=None):
     """Max score over every allowed way to the end of the segment, by enumerating them all
     (log probabilities recomputed from the model's pure logits). With ``merge_closing`` the
     tokens that start by closing the segment after a path are one outcome (their probabilities
-    summed, spelled by the likeliest); otherwise each token path is its own outcome."""
+    summed, spelled by the likeliest); otherwise each token path is its own outcome. Every
+    outcome ``(score, path)`` is appended to ``outcomes`` when given."""
     best = (-math.inf, ())
     explored = 0
     prefix = list(model.tokens[:base_len])
+    outcomes = [] if outcomes is None else outcomes
 
     def walk(path, lp, m):
         nonlocal best, explored
@@ -84,10 +86,13 @@ def brute_best(model: FakeModel, monitor, base_len: int, merge_closing: bool):
             score = lp + float(logp[tok])
             if f.segment_open:
                 walk(path + (tok,), score, f)
-            elif score > best[0]:
+                continue
+            outcomes.append((score, path + (tok,)))
+            if score > best[0]:
                 best = (score, path + (tok,))
         if closing:
             mass = lp + math.log(sum(math.exp(float(logp[t])) for t in closing))
+            outcomes.append((mass, path + (max(closing, key=lambda t: float(logp[t])),)))
             if mass > best[0]:
                 best = (mass, path + (max(closing, key=lambda t: float(logp[t])),))
 
@@ -125,6 +130,50 @@ def test_exhaustive_search_finds_the_brute_force_argmax(names, seed, scale, merg
     for i, t in enumerate(res.tokens):
         assert f.advance(t)
         assert f.segment_open == (i < len(res.tokens) - 1)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=names_st, seed=st.integers(0, 10_000), merge=st.booleans(), n=st.integers(2, 5))
+def test_alternatives_are_the_brute_force_top_outcomes_in_order(names, seed, merge, n):
+    model = FakeModel(VOCAB.vocab_size, scale=3.0)
+    prompt = [seed % 200 + 1] + [ord(c) + 1 for c in "x."]
+    logits = model.prefill(prompt, last_only=True)[-1]
+    mon = DereferenceMonitor(VOCAB, "x.", backend=NamesBackend(names))
+    assert mon.active
+    outcomes: list = []
+    brute_best(model, mon, len(prompt), merge, outcomes=outcomes)
+    want = sorted(outcomes, key=lambda o: -o[0])[:n]
+    closing = SegmentSearch(VOCAB).closing if merge else None
+    res = best_segment(model, mon, logits, vocab=VOCAB, top_k=VOCAB.vocab_size, max_expansions=10_000,
+                       max_tokens=64, closing=closing, candidates=n)
+    assert model.tokens == prompt
+    assert len(res.alternatives) == min(n, len(outcomes))
+    assert [lp for _, lp in res.alternatives] == pytest.approx([w[0] for w in want], abs=1e-4)
+    assert res.tokens == res.alternatives[0][0] and res.log_prob == res.alternatives[0][1]
+    for toks, _ in res.alternatives:  # each an allowed path that ends the segment with its last token
+        f = mon.fork()
+        assert all(f.advance(t) for t in toks) and not f.segment_open
+
+
+def test_a_rerank_hook_picks_among_the_alternatives():
+    model = FakeModel(VOCAB.vocab_size, scale=3.0)
+    prompt = [7] + [ord(c) + 1 for c in "x."]
+    seen = []
+
+    def last(constraint, alts):
+        seen.append(list(alts))
+        return len(alts) - 1
+
+    search = SegmentSearch(VOCAB, top_k=VOCAB.vocab_size, max_expansions=1000, candidates=3, rerank=last)
+    m = model.fork()
+    mon = DereferenceMonitor(VOCAB, "x.", backend=NamesBackend(["ab", "ba", "cab", "x"]))
+    toks = [t for chunk in iter_decode(m, prompt, mon, vocab=VOCAB, max_tokens=4,
+                                       sampling=SamplingParams(temperature=0.0), segment_search=search)
+            for t in chunk]
+    assert len(seen) == 1 and len(seen[0]) == 3
+    assert toks[:len(seen[0][-1][0])] == seen[0][-1][0]  # the hook's pick was emitted, not the best
+    with pytest.raises(ValueError):
+        best_segment(model, mon, torch.zeros(VOCAB.vocab_size), vocab=VOCAB, candidates=0)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

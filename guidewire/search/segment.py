@@ -40,6 +40,7 @@ class SegmentResult:
     log_prob: float
     expansions: int
     greedy_agrees: bool = field(default=True)
+    alternatives: list = field(default_factory=list)  # finished ``(tokens, log_prob)``, best first
 
 
 def segment_open(constraint) -> bool:
@@ -82,7 +83,7 @@ def _check_budget(top_k: int, max_expansions: int, max_tokens: int) -> None:
 
 def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callable | None = None,
                  top_k: int = 4, max_expansions: int = 8, max_tokens: int = 16,
-                 closing: torch.Tensor | None = None) -> SegmentResult:
+                 closing: torch.Tensor | None = None, candidates: int = 1) -> SegmentResult:
     """The most probable allowed token path from here to the end of the segment.
 
     ``model`` holds the sequence so far (its length is restored before returning); ``logits``
@@ -93,9 +94,14 @@ def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callab
     *text* is then scored, not one spelling of its closing: the allowed closing tokens after a
     path count as one outcome with their summed probability (continued by the likeliest of
     them), so a name is not penalised because what follows it is uncertain.
+    ``candidates`` > 1 goes on after the best finished path until that many are finished (or the
+    budget is spent): ``alternatives`` holds them, most probable first (the frontier hands
+    finished paths out in that order).
     See the module docstring for the search.
     """
     _check_budget(top_k, max_expansions, max_tokens)
+    if candidates < 1:
+        raise ValueError(f"candidates must be >= 1, got {candidates}")
     ends = ends or (lambda c: not segment_open(c))
     base = model.length
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
@@ -123,11 +129,17 @@ def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callab
     grow(0.0, (), constraint, root, close)
     expansions = 0
     best = None
+    found: list = []
     try:
         while frontier:
             neg, _, path, fork, done = heapq.heappop(frontier)
-            if done or len(path) >= max_tokens or expansions >= max_expansions:
-                best = (path, -neg, done)
+            if done:
+                found.append((list(path), -neg))
+                if len(found) >= candidates:
+                    break
+                continue
+            if len(path) >= max_tokens or expansions >= max_expansions:
+                best = (path, -neg, False)
                 break
             model.truncate(base)
             step = model.step(list(path), last_only=True)
@@ -135,10 +147,12 @@ def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callab
             grow(-neg, path, fork, *_children(fork, step[-1], bitmask, top_k, eos, closing))
     finally:
         model.truncate(base)
+    if found:
+        best = (found[0][0], found[0][1], True)
     if best is None:
         return SegmentResult([], False, 0.0, expansions)
     path, score, done = best
-    return SegmentResult(list(path), done, score, expansions, path[0] == greedy_first)
+    return SegmentResult(list(path), done, score, expansions, path[0] == greedy_first, found)
 
 
 class SegmentSearch:
@@ -150,8 +164,9 @@ class SegmentSearch:
     differs from the greedy one)."""
 
     def __init__(self, vocab, *, top_k: int = 4, max_expansions: int = 8, max_tokens: int = 16,
-                 closing="identifier"):
+                 closing="identifier", candidates: int = 1, rerank: Callable | None = None):
         _check_budget(top_k, max_expansions, max_tokens)
+        self.candidates, self.rerank = candidates, rerank
         self.vocab = vocab
         if isinstance(closing, str):
             if closing != "identifier":
@@ -170,10 +185,12 @@ class SegmentSearch:
             return []
         res = best_segment(model, constraint, logits, vocab=self.vocab, top_k=self.top_k,
                            max_expansions=self.max_expansions, max_tokens=self.max_tokens,
-                           closing=self.closing)
+                           closing=self.closing, candidates=self.candidates)
         self.searches += 1
         self.expansions += res.expansions
         self.changed += not res.greedy_agrees
+        if self.rerank is not None and len(res.alternatives) > 1:
+            return list(res.alternatives[self.rerank(constraint, res.alternatives)][0])
         return res.tokens
 
     def stats(self) -> dict:
