@@ -3,8 +3,11 @@
 Dev set (fixed seed): points where ``NAME.attr`` appears inside a function body of a standard
 library module (tests excluded) and jedi lists ``attr`` at the dot; at most ``--per-file`` points
 per file. For each point SmolLM2 decodes greedily (temperature 0) from the file prefix up to and
-including the dot (plain text, its last ``--context`` tokens), once without and once with the
-dereference monitor (which analyses the whole prefix), in one run. Reported per arm: next
+including the dot (plain text, its last ``--context`` tokens; as ``complete_code`` does, the
+prompt's last token -- the dot -- is healed: the output re-spells it, so ``._`` can begin a private
+name as in the model's training text; ``--no-heal`` keeps it), once without and once with the
+dereference monitor (which analyses the whole prefix), in one run; the back end is warmed up
+first as ``guidewire serve`` and ``guidewire lsp`` do (``--no-warm-up``). Reported per arm: next
 identifier exact match (the first identifier generated equals ``attr``), the share of completions
 whose identifier is not an attribute jedi lists at that dot (an empty identifier counts as
 invalid), and for the monitor: time per trigger (p50/p95/max), abstentions by reason.
@@ -115,16 +118,20 @@ def first_identifier(text: str) -> str:
 
 class IdentifierSegment:
     """No mask at all, but a segment (for :class:`~guidewire.search.segment.SegmentSearch`)
-    from the start until the first non-identifier character: the search without a monitor."""
+    from the start (after ``skip`` bytes: a healed tail) until the first non-identifier
+    character: the search without a monitor."""
 
-    def __init__(self, vocab, text: bytes = b""):
+    def __init__(self, vocab, text: bytes = b"", skip: int = 0):
         self.vocab, self._text, self._hist = vocab, bytearray(text), []
         self._row = None
+        self.skip = skip
 
     @property
     def segment_open(self) -> bool:
-        """Whether the text so far is all identifier characters."""
-        return all(chr(c).isalnum() or c == 0x5F or c >= 0x80 for c in self._text)
+        """Whether the text after the skipped bytes is all identifier characters (and all the
+        skipped bytes were written)."""
+        return len(self._text) >= self.skip and all(
+            chr(c).isalnum() or c == 0x5F or c >= 0x80 for c in self._text[self.skip:])
 
     def fill_bitmask(self, bitmask, row=0):
         """Every ordinary token and EOS."""
@@ -148,7 +155,7 @@ class IdentifierSegment:
 
     def fork(self):
         """A copy."""
-        f = IdentifierSegment(self.vocab, bytes(self._text))
+        f = IdentifierSegment(self.vocab, bytes(self._text), self.skip)
         f._row, f._hist = self._row, list(self._hist)
         return f
 
@@ -161,10 +168,12 @@ class IdentifierSegment:
         return True
 
 
-def decode_identifier(lm, ids, constraint, max_tokens: int, *, model=None, search=None) -> tuple[str, float]:
+def decode_identifier(lm, ids, constraint, max_tokens: int, *, model=None, search=None,
+                      heal: bytes = b"") -> tuple[str, float]:
     """Greedy decode until the first identifier is complete (a non-identifier char follows);
     ``model`` may already hold the head of ``ids`` (only the rest is run), ``search`` is a
-    segment-search hook."""
+    segment-search hook; ``heal``: the output first re-spells these bytes (token healing: the
+    constraint enforces it), and the text returned starts after them."""
     from guidewire.runtime.decode import iter_decode
     from guidewire.runtime.sampling import SamplingParams
     from guidewire.runtime.streaming import decode_text
@@ -174,13 +183,36 @@ def decode_identifier(lm, ids, constraint, max_tokens: int, *, model=None, searc
                       segment_search=search)
     out: list[int] = []
     t0 = time.perf_counter()
+    skip = len(heal.decode("utf-8"))
     for chunk in gen:
         out.extend(chunk)
-        text = decode_text(lm.vocab, out)
+        text = decode_text(lm.vocab, out)[skip:]
         if len(first_identifier(text)) < len(text):
             break
     gen.close()
-    return decode_text(lm.vocab, out), time.perf_counter() - t0
+    return decode_text(lm.vocab, out)[skip:], time.perf_counter() - t0
+
+
+def domain_scorer(lm, closing):
+    """``score(line, name)``: log P(``.`` + name, then any break | the cursor's line alone, before
+    its dot) -- how likely ``name`` is after this receiver with no file around it (the domain
+    premise of a PMI re-ranking of candidate names)."""
+    def score(line: str, name: str) -> float:
+        head = line[:line.rfind(".")]
+        pre = lm.tokenizer("\n" + head, add_special_tokens=False)["input_ids"]
+        full = lm.tokenizer("\n" + head + "." + name, add_special_tokens=False)["input_ids"]
+        k = len(pre)
+        while k > 0 and full[:k] != pre[:k]:
+            k -= 1
+        seq = lm.sequence()
+        logits = seq.prefill(full, last_only=False)
+        lp = torch.log_softmax(logits.float(), dim=-1)
+        total = sum(float(lp[i - 1, full[i]]) for i in range(max(k, 1), len(full)))
+        width = min(lp.shape[1], closing.shape[0])
+        total += float(torch.logsumexp(lp[-1, :width][closing[:width]], dim=0))
+        return total
+    import torch
+    return score
 
 
 def pct(xs, q):
@@ -210,7 +242,8 @@ def summarize(rows: list[dict], args) -> dict:
             abstain[a] = abstain.get(a, 0) + 1
     masked = [r for r in rows if r["triggers"] and not r["abstentions"]]
     out = {"points": n, "seed": args.seed, "context_tokens": args.context, "model": args.model,
-           "deadline_s": args.deadline, "prefetch": not getattr(args, "no_prefetch", False)}
+           "deadline_s": args.deadline, "prefetch": not getattr(args, "no_prefetch", False),
+           "healed": sum(bool(r.get("healed")) for r in rows)}
     for a in arms:
         out[f"match_{a}"] = sum(r[f"{a}_match"] for r in rows) / n
         out[f"invalid_{a}"] = sum(r[f"{a}_invalid"] for r in rows) / n
@@ -243,6 +276,8 @@ def rerun_monitored(args, which: str) -> int:
 
     with open(os.path.join(args.out, "rows.jsonl")) as f:
         rows = [json.loads(x) for x in f]
+    if any(r.get("healed") for r in rows):
+        raise SystemExit("--rerun-* reruns the monitored arm without token healing: only for runs made with --no-heal")
     with open(os.path.join(args.out, f"devset_seed{args.seed}_n{args.points}.jsonl")) as f:
         names = {(p["file"], p["dot"]): set(p["names"]) for p in map(json.loads, f)}
     lm = get_model(args.model)
@@ -300,6 +335,14 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--backend", default="jedi", choices=("jedi", "jedi-process", "lsp"),
                     help="the monitors' analysis back end")
+    ap.add_argument("--candidates", type=int, default=1,
+                    help="also a 'cand' arm: the search's best N finished names with their log "
+                         "probability and a domain-premise score each (rows' 'candidates'), for re-ranking")
+    ap.add_argument("--no-warm-up", action="store_true",
+                    help="skip warm_up_backend (guidewire serve and lsp run it at start; without it the "
+                         "first query also loads jedi's builtins)")
+    ap.add_argument("--no-heal", action="store_true",
+                    help="keep the prompt's last token (the dot) instead of healing it as complete_code does")
     ap.add_argument("--no-prefetch", action="store_true",
                     help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
     ap.add_argument("--sweep", default="",
@@ -348,11 +391,20 @@ def main(argv=None) -> int:
                 f.write(json.dumps(p) + "\n")
     print(f"dev set: {len(points)} points ({time.perf_counter() - t0:.0f} s)", flush=True)
 
+    from guidewire.ide.healing import TokenHealing, healable_tail
+    from guidewire.monitors import intersect
     from guidewire.search.segment import SegmentSearch
 
     lm = get_model(args.model)
     stdlib = sysconfig.get_paths()["stdlib"]
     sweep = [_sweep_arm(x) for x in args.sweep.split(",") if x.strip()]
+    from guidewire.runtime.streaming import decode_text
+    dom_score = domain_scorer(lm, SegmentSearch(lm.vocab).closing)
+    warm_s = None
+    if not args.no_warm_up:
+        from guidewire.monitors.factory import warm_up_backend
+
+        warm_s = warm_up_backend(args.backend)
     rows = []
     rows_path = os.path.join(args.out, "rows.jsonl")
     with open(rows_path, "w") as rf:
@@ -361,27 +413,53 @@ def main(argv=None) -> int:
             with open(path, encoding="utf-8") as f:
                 prefix = f.read().encode("utf-8")[:p["dot"] + 1].decode("utf-8")
             ids = lm.tokenizer(prefix, add_special_tokens=False)["input_ids"][-args.context:]
-            # as complete_code does: the monitor (its analysis starts at the trigger, on a thread)
-            # is made when the request comes, then the prompt is prefilled; every arm decodes from
-            # a copy of that prefill (greedy is deterministic, so sharing it changes no output)
-            mon = create_monitor("dereference", vocab=lm.vocab, prefix=prefix, path=path,
+            # as complete_code does: the prompt's last token is healed (its bytes, the dot, are
+            # re-spelled by the output: "._" is how the model saw a private name begin), the
+            # monitor (its analysis starts at the trigger, on a thread) is made when the request
+            # comes, then the prompt is prefilled; every arm decodes from a copy of that prefill
+            # (greedy is deterministic, so sharing it changes no output)
+            heal = b"" if args.no_heal else healable_tail(lm.vocab, ids, prefix)
+            if heal:
+                ids = ids[:-1]
+            seen = prefix[:len(prefix) - len(heal.decode("utf-8"))]
+            mon = create_monitor("dereference", vocab=lm.vocab, prefix=seen, path=path,
                                  deadline_s=args.deadline, prefetch=not args.no_prefetch,
-                                 backend=args.backend)
+                                 backend=args.backend, dot_follows=heal.startswith(b"."))
             mon_seg = mon.fork()  # shares the analysis (and the stats record: counted once)
             head = lm.sequence()
             t0 = time.perf_counter()
             head.prefill(ids[:-1])
             prefill_s = time.perf_counter() - t0
-            arms = {"base": (None, None), "mon": (mon, None),
-                    "seg": (IdentifierSegment(lm.vocab), SegmentSearch(lm.vocab)),
-                    "monseg": (mon_seg, SegmentSearch(lm.vocab))}
+
+            def healed(c):
+                return c if not heal else TokenHealing(lm.vocab, heal) if c is None \
+                    else intersect(TokenHealing(lm.vocab, heal), c)
+
+            arms = {"base": (healed(None), None), "mon": (healed(mon), None),
+                    "seg": (healed(IdentifierSegment(lm.vocab, skip=len(heal))), SegmentSearch(lm.vocab)),
+                    "monseg": (healed(mon_seg), SegmentSearch(lm.vocab))}
             for name, kw in sweep:
-                arms[name] = (mon.fork(), SegmentSearch(lm.vocab, **kw))
+                arms[name] = (healed(mon.fork()), SegmentSearch(lm.vocab, **kw))
+            cands: list = []
+            if args.candidates > 1:
+                def record(constraint, alts, _mon=mon, _cands=cands):
+                    text = next(p for p in constraint.parts if p is not None and hasattr(p, "legal_names")).text \
+                        if hasattr(constraint, "parts") else constraint.text
+                    line = text[text.rfind("\n") + 1:]
+                    partial = first_identifier(line[line.rfind(".") + 1:])
+                    for toks, lp in alts:
+                        nm = partial + first_identifier(decode_text(lm.vocab, toks))
+                        _cands.append([nm, lp, dom_score(line, nm)])
+                    return 0
+                arms["cand"] = (healed(mon.fork()), SegmentSearch(lm.vocab, candidates=args.candidates,
+                                                                  max_expansions=4 * args.candidates,
+                                                                  rerank=record))
             names = set(p["names"])
-            row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"], "prefill_s": prefill_s}
+            row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"], "prefill_s": prefill_s,
+                   "healed": heal.decode("utf-8")}
             for arm, (constraint, search) in arms.items():
                 text, secs = decode_identifier(lm, ids, constraint, args.max_tokens, model=head.fork(),
-                                               search=search)
+                                               search=search, heal=heal)
                 row[arm] = first_identifier(text)
                 row[f"{arm}_text"], row[f"{arm}_s"] = text, secs
                 row[f"{arm}_match"] = row[arm] == p["attr"]
@@ -392,6 +470,8 @@ def main(argv=None) -> int:
                     row.update(triggers=mon.stats.triggers, analysis_s=list(mon.stats.analysis_s),
                                wait_s=list(mon.stats.wait_s),
                                abstentions=[a.reason for a in mon.stats.abstentions])
+            if cands:
+                row["candidates"] = cands
             rows.append(row)
             rf.write(json.dumps(row) + "\n")
             rf.flush()
@@ -403,6 +483,7 @@ def main(argv=None) -> int:
                       flush=True)
 
     summary = summarize(rows, args)
+    summary["warm_up_s"] = warm_s
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary, indent=2))
