@@ -15,13 +15,16 @@ _MEMO_ENTRY_BYTES = 16 << 10  # measured: ~14 KiB of heap per memoised inference
 
 
 class InferenceStates:
-    """jedi inference states kept across queries: one per (project, buffer directory).
+    """jedi inference states kept across queries: one per (project, sys path).
 
     ``jedi.Script`` starts every query from an empty inference state, so each query loads and
     infers ``builtins``, ``typing`` and every imported library module again (and re-fetches
     compiled objects from jedi's subprocess). Here a query's script runs on the state of its
-    directory (the directory decides the sys path jedi derives; the project decides the rest), so
-    modules the buffer imports are inferred once for the queries after it. The buffer is a new
+    project and of the sys path jedi derives for it (the project's, plus the directories between
+    the script and the project root that are not packages: the only use jedi makes of a state's
+    script path), so modules the buffer imports are inferred once for the queries after it, from
+    any directory that resolves imports the same way (on the dot-completion dev set, 300 buffers
+    in 27 standard-library directories share one state). The buffer is a new
     module value each query (its inferences are never reused) and leaves the state's module
     cache after its query.
 
@@ -45,7 +48,7 @@ class InferenceStates:
     def run(self, code: str, path: str | None, project, query):
         """``query(script)`` on a ``jedi.Script`` of ``code`` at ``path`` (the script
         ``jedi.Script(code=code, path=path, project=project)`` is) running on the shared state
-        of its directory; the state is tidied after the query (dropped if the query raised)."""
+        of its project and sys path; the state is tidied after the query (dropped if the query raised)."""
         script, key = self._open(code, path, project)
         try:
             value = query(script)
@@ -63,7 +66,7 @@ class InferenceStates:
             kw["project"] = project
         script = jedi.Script(**kw)
         own = script._inference_state
-        key = (str(own.project.path), str(script.path.parent) if script.path is not None else None)
+        key = (str(own.project.path), tuple(own.get_sys_path()))
         slot = self._states.get(key)
         if slot is not None and self._changed(slot[1]):
             self.stale += 1
