@@ -197,6 +197,8 @@ def domain_scorer(lm, closing):
     """``score(line, name)``: log P(``.`` + name, then any break | the cursor's line alone, before
     its dot) -- how likely ``name`` is after this receiver with no file around it (the domain
     premise of a PMI re-ranking of candidate names)."""
+    import torch
+
     def score(line: str, name: str) -> float:
         head = line[:line.rfind(".")]
         pre = lm.tokenizer("\n" + head, add_special_tokens=False)["input_ids"]
@@ -211,7 +213,7 @@ def domain_scorer(lm, closing):
         width = min(lp.shape[1], closing.shape[0])
         total += float(torch.logsumexp(lp[-1, :width][closing[:width]], dim=0))
         return total
-    import torch
+
     return score
 
 

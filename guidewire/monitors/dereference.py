@@ -133,8 +133,9 @@ class DereferenceMonitor(Monitor):
     States: ``("dormant",)``; ``("pending", dot, partial)`` (the trigger fired, analysis not run
     yet); ``("active", names, partial)``; with ``dot_follows``, ``("predot", dot)`` (the buffer
     ends before a dot not written yet, analysis not run) and ``("dotted", names)`` (answered:
-    dormant, plus the straddling tokens that begin a listed name); after a timeout ``("waiting", dot, partial)`` (dormant
-    for this token) and, once a token extended the name, ``("late", dot, partial)``: the answer
+    dormant, plus the straddling tokens that begin a listed name); after a timeout
+    ``("waiting", dot, partial)`` (dormant for this token) and, once a token extended the name,
+    ``("late", dot, partial)``: the answer
     is looked for again (a poll of a few ms) and, if it has come and ``partial`` starts a listed
     name, the rest of the name is masked.
     """
