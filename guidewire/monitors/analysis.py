@@ -164,13 +164,27 @@ def _jedi_runner() -> DeadlineRunner:
     return _JEDI_RUNNER[0]
 
 
+_JEDI_HEAP: list = []
+
+
+def _jedi_heap():
+    """The collector policy every in-process :class:`JediBackend` shares (freezing is
+    process-wide, so one policy counts the frozen set; it runs on the one runner's worker)."""
+    if not _JEDI_HEAP:
+        from .jedistates import FrozenHeap
+
+        _JEDI_HEAP.append(FrozenHeap())
+    return _JEDI_HEAP[0]
+
+
 class JediBackend:
     """jedi in-process (``jedi.Script(code=buffer, path=sibling, project=Project(root))``).
 
     ``shared_states``: imported modules' inference kept across queries (:mod:`.jedistates`);
     ``freeze_heap``: after each answer the query's garbage is collected and the survivors frozen
-    (:class:`~.jedistates.FrozenHeap`, process-wide: other threads' objects are frozen too until
-    the periodic full collection), so the collector stops walking jedi's caches mid-query."""
+    (:class:`~.jedistates.FrozenHeap`, one for the process and all its jedi back ends: other
+    threads' objects are frozen too until the periodic full collection), so the collector stops
+    walking jedi's caches mid-query."""
 
     name = "jedi"
     keeps_late_answers = True  # a query past its deadline still answers a later identical one
@@ -187,7 +201,7 @@ class JediBackend:
         self._answers: OrderedDict = OrderedDict()  # LRU of answers, late ones included
         self._alock = threading.Lock()
         from .jedifast import NameCache
-        from .jedistates import FrozenHeap, InferenceStates
+        from .jedistates import InferenceStates
 
         self.names = NameCache()  # library classes' attribute names, across queries
         # imported modules' inference, across queries (``shared_states=False``: a fresh jedi
@@ -195,7 +209,9 @@ class JediBackend:
         self.states = InferenceStates() if shared_states else InferenceStates(max_states=0)
         # after each query: its garbage collected, survivors frozen (jedistates.FrozenHeap; the
         # process's collector then never walks jedi's caches again in the middle of a query)
-        self.heap = FrozenHeap(self.states) if freeze_heap else None
+        self.heap = _jedi_heap() if freeze_heap else None
+        if self.heap is not None:
+            self.heap.watch(self.states)
 
     def _ask(self, key: tuple, query: Callable[[], object], deadline_s: float):
         key = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+import weakref
 from collections import OrderedDict
 
 _MEMO_ENTRY_BYTES = 16 << 10  # measured: ~14 KiB of heap per memoised inference, stdlib buffers
@@ -161,27 +162,37 @@ class FrozenHeap:
     made before the call are frozen too (and collected at the next full collection).
     """
 
-    def __init__(self, states: InferenceStates, growth: float = 2.0, max_dropped_bytes: int = 64 << 20):
+    def __init__(self, *states: InferenceStates, growth: float = 2.0, max_dropped_bytes: int = 64 << 20):
         if not growth > 1:
             raise ValueError(f"growth must be > 1, got {growth}")
-        self.states, self.growth, self.max_dropped_bytes = states, growth, max_dropped_bytes
+        self.growth, self.max_dropped_bytes = growth, max_dropped_bytes
         self.collections = self.full = 0
         self.seconds = self.max_s = 0.0
-        self._dropped = states.dropped_bytes
+        self._seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # states -> dropped bytes seen
+        self._pending = 0  # bytes of states dropped since the last full collection
         self._base = None  # frozen objects right after the last full collection
         self._frozen = 0  # frozen objects now (as counted at each freeze)
+        for st in states:
+            self.watch(st)
+
+    def watch(self, states: InferenceStates) -> None:
+        """Count the states ``states`` drops from now on (one heap serves every back end of a
+        process: the frozen set is the process's)."""
+        self._seen.setdefault(states, states.dropped_bytes)
 
     def after_query(self) -> None:
         """Collect the last query's garbage and freeze the survivors (see the class docstring)."""
         t0 = time.perf_counter()
         self.collections += 1
+        for st, seen in list(self._seen.items()):
+            self._pending += st.dropped_bytes - seen
+            self._seen[st] = st.dropped_bytes
         gc.collect()
         # every unfrozen survivor is in the oldest generation now: those are what a freeze adds
         # (counted in time linear in them; gc.get_freeze_count() would walk the whole frozen set)
         self._frozen += len(gc.get_objects(generation=2))
-        if self._base is None or self._frozen > self.growth * self._base \
-                or self.states.dropped_bytes - self._dropped > self.max_dropped_bytes:
-            self._dropped = self.states.dropped_bytes
+        if self._base is None or self._frozen > self.growth * self._base or self._pending > self.max_dropped_bytes:
+            self._pending = 0
             self.full += 1
             gc.unfreeze()
             gc.collect()

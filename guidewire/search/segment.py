@@ -166,6 +166,8 @@ class SegmentSearch:
     def __init__(self, vocab, *, top_k: int = 4, max_expansions: int = 8, max_tokens: int = 16,
                  closing="identifier", candidates: int = 1, rerank: Callable | None = None):
         _check_budget(top_k, max_expansions, max_tokens)
+        if candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {candidates}")
         self.candidates, self.rerank = candidates, rerank
         self.vocab = vocab
         if isinstance(closing, str):
