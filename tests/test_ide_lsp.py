@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -163,5 +164,50 @@ def test_bad_initialization_options_are_reported():
         _open(c, uri, "x = 1\n")
         r = c.response(_inline(c, uri, 1, 0), timeout=60)
         assert "error" in r and "colour" in r["error"]["message"], r
+    finally:
+        c.close()
+
+
+def _documents(c: LspClient, want: int, timeout: float = 240) -> dict:
+    """``guidewire/documents`` once ``want`` documents were parsed ahead and none is pending."""
+    deadline = time.monotonic() + timeout
+    while True:
+        docs = c.call("guidewire/documents", None)["result"]
+        if (docs["prepared"] >= want and not docs["pending"]) or time.monotonic() > deadline:
+            return docs
+        time.sleep(0.1)
+
+
+def test_open_documents_are_parsed_ahead_and_completed_with_the_monitor(tmp_path):
+    c = LspClient("--monitors", "dereference", "--max-tokens", "6")
+    try:
+        c.call("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                              "initializationOptions": {"latencyBudgetMs": 120000}})
+        c.notify("initialized", {})
+        text = ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+                "    def norm(self):\n        return self\n")
+        uri = (tmp_path / "point.py").as_uri()
+        _open(c, uri, text)
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": (tmp_path / "notes.txt").as_uri(),
+                                                           "languageId": "plaintext", "version": 1, "text": "x."}})
+        docs = _documents(c, 1)
+        assert docs["prepared"] == 1 and docs["failed"] == 0, docs   # the Python document only
+        typed = text.replace("return self\n", "return self.\n")      # the user types the dot
+        c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                            "contentChanges": [{"text": typed}]})
+        r = c.response(_inline(c, uri, 6, len("        return self.")))
+        assert "error" not in r, r
+        stats = c.call("guidewire/stats", None)["result"]
+        assert len(stats) == 1 and stats[0]["triggers"] >= 1 and stats[0]["abstentions"] == 0, stats
+        items = r["result"]["items"]
+        got = re.match(r"\w*", items[0]["insertText"] if items else "").group()
+        import jedi  # the oracle: the names jedi itself lists at that dot
+
+        legal = {x.name for x in jedi.Script(typed).complete(7, len("        return self."))}
+        assert {"x", "y", "norm"} <= legal and got in legal, (got, items)
+        # the typed dot is parsed ahead too (before or after the completion, never beside it)
+        docs = _documents(c, 2)
+        assert docs["prepared"] == 2 and docs["failed"] == 0, docs
+        c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     finally:
         c.close()

@@ -41,12 +41,6 @@ def run_lsp(args) -> int:
     monitors = tuple(m.strip() for m in args.monitors.split(",") if m.strip())
     cfg = LspConfig(model=args.model, monitors=monitors, max_tokens=args.max_tokens,
                     latency_budget_ms=args.latency_budget_ms, max_prompt_tokens=args.max_prompt_tokens)
-    if monitors:  # jedi's builtins and typing stubs loaded before the first request, not in it
-        from ..monitors import warm_up_backend
-
-        try:
-            warm_up_backend("jedi")
-        except GuidewireError as exc:  # stdout is the protocol: said on stderr, not fatal
-            logging.warning("guidewire lsp: monitors not warmed up: %s", exc)
+    # the model and the workspace's analysis back end are warmed up at ``initialize`` (ide.lsp)
     create_server(cfg).start_io()
     return 0

@@ -7,7 +7,10 @@ decoder checks between steps, so a cancelled request stops decoding at once (the
 RequestCancelled error); a latency budget per request (``latencyBudgetMs``) ends decoding with
 what is there. Requests are decoded one at a time. ``guidewire/stats`` (a custom request) returns
 the stats of the last completions, newest last (``request`` numbers the inline-completion
-requests from 1).
+requests from 1). Open Python documents are parsed in the analysis back end as they are opened
+and changed, while no completion runs (:mod:`guidewire.ide.docsync`), so a trigger re-parses
+only what was edited since; ``guidewire/documents`` returns that sync's counters. The workspace
+root's back end is warmed up at ``initialize`` (with the model load, before the first request).
 
 Configuration (command-line flags, overridden per client by ``initializationOptions``):
 ``model``, ``monitors`` (names), ``maxTokens``, ``latencyBudgetMs``, ``temperature``,
@@ -26,8 +29,10 @@ from lsprotocol import types as lsp
 from pygls.server import LanguageServer
 
 from .. import __version__
+from .docsync import DocumentPreparer
 
 STATS_REQUEST = "guidewire/stats"
+DOCUMENTS_REQUEST = "guidewire/documents"
 _KEEP_STATS = 32
 
 
@@ -83,6 +88,7 @@ class _State:
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stats: collections.deque = field(default_factory=lambda: collections.deque(maxlen=_KEEP_STATS))
+    docs: DocumentPreparer | None = None
 
 
 def _complete(state: _State, prefix: str, suffix: str, path: str | None, root: str | None,
@@ -102,8 +108,11 @@ def _complete(state: _State, prefix: str, suffix: str, path: str | None, root: s
     return out.text
 
 
-def _warm(state: _State) -> None:
-    """Load the model before the first request (which waits for it instead of spending its budget)."""
+def _warm(state: _State, root: str | None) -> None:
+    """Load the model, and warm up the analysis back end of the workspace ``root`` (the one its
+    completions use: jedi's builtins and typing stubs), before the first request (which waits
+    for both instead of spending its budget on them)."""
+    from ..core.errors import GuidewireError
     from ..runtime.registry import get_model
 
     with state.lock:
@@ -111,6 +120,17 @@ def _warm(state: _State) -> None:
             get_model(state.config.model)
         except Exception as exc:  # noqa: BLE001 - reported again, to the client, by the first request
             logging.getLogger(__name__).warning("guidewire lsp: cannot load the model: %s", exc)
+        if state.config.monitors:
+            from ..monitors import warm_up_backend
+
+            try:
+                warm_up_backend("jedi", project_root=root)
+            except GuidewireError as exc:  # stdout is the protocol: said in the log, not fatal
+                logging.getLogger(__name__).warning("guidewire lsp: monitors not warmed up: %s", exc)
+
+
+def _is_python(doc) -> bool:
+    return doc.language_id == "python" or str(doc.path or "").endswith((".py", ".pyi"))
 
 
 def create_server(config: LspConfig | None = None) -> LanguageServer:
@@ -118,6 +138,25 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
     server = LanguageServer("guidewire", __version__)
     state = _State(config or LspConfig())
     server.guidewire_state = state
+    # open Python documents parsed as they change, while no completion runs (ide.docsync)
+    docs = state.docs = DocumentPreparer(busy=state.lock.locked)
+
+    def _sync(ls: LanguageServer, uri: str) -> None:
+        doc = ls.workspace.get_text_document(uri)
+        if state.config.monitors and _is_python(doc):
+            docs.note(uri, doc.source, doc.path, ls.workspace.root_path)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def _did_open(ls: LanguageServer, params: lsp.DidOpenTextDocumentParams):
+        _sync(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def _did_change(ls: LanguageServer, params: lsp.DidChangeTextDocumentParams):
+        _sync(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def _did_close(ls: LanguageServer, params: lsp.DidCloseTextDocumentParams):
+        docs.forget(params.text_document.uri)
 
     @server.feature(lsp.INITIALIZE)
     def _initialize(ls: LanguageServer, params: lsp.InitializeParams):
@@ -129,7 +168,8 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
             state.config_error = f"guidewire: bad initializationOptions: {exc}"
             ls.show_message_log(state.config_error, lsp.MessageType.Error)
             return
-        threading.Thread(target=_warm, args=(state,), name="guidewire-lsp-warm", daemon=True).start()
+        threading.Thread(target=_warm, args=(state, ls.workspace.root_path), name="guidewire-lsp-warm",
+                         daemon=True).start()
 
     @server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION)
     async def _inline(ls: LanguageServer, params: lsp.InlineCompletionParams):
@@ -158,5 +198,10 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
     @server.feature(STATS_REQUEST)
     def _stats(ls: LanguageServer, params=None):
         return list(state.stats)
+
+    @server.feature(DOCUMENTS_REQUEST)
+    def _documents(ls: LanguageServer, params=None):
+        return {"prepared": docs.prepared, "declined": docs.declined, "failed": docs.failed,
+                "dropped": docs.dropped, "pending": docs.pending, "seconds": round(docs.seconds, 6)}
 
     return server

@@ -4,7 +4,9 @@ A back end answers two questions about a buffer at a cursor (1-based line, 0-bas
 code points, as jedi counts): :meth:`~Backend.attributes` (the names legal after ``expr.``) and
 :meth:`~Backend.signature` (the parameters of the call being opened). Both return ``None`` when
 the analysis has no answer; a query that does not finish by its deadline raises
-:class:`AnalysisTimeout`. Monitors turn both into recorded abstentions.
+:class:`AnalysisTimeout`. Monitors turn both into recorded abstentions. A back end may also
+offer ``prepare(code, *, path)``: parse a buffer ahead of the queries on it (an editor's open
+document, see :func:`~.factory.prepare_buffer`), so that a trigger pays for what changed only.
 
 :class:`JediBackend` runs jedi in-process on a worker thread: the caller waits at most the
 deadline (see :class:`DeadlineRunner` for what happens to a query past it).
@@ -28,6 +30,7 @@ from ..core.errors import GuidewireError
 
 
 _ANSWER_ENTRIES = 128  # answers are name lists: a few KiB each
+PREPARE_S = 5.0  # how long ``prepare`` waits for a buffer's parse (a 230 KB module: ~0.3 s)
 
 
 class AnalysisTimeout(GuidewireError):
@@ -253,6 +256,23 @@ class JediBackend:
         if not sigs or len(set(sigs)) != 1:
             return None  # unknown, or overloads with different parameter lists
         return sigs[0]
+
+    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S) -> bool:
+        """Parse the buffer ``code`` of ``path`` ahead of the queries on it (an editor's open
+        document, synced as it changes): a later query on it, or on an edited version, re-parses
+        only the lines that changed. Waits at most ``deadline_s`` (the parse runs on past it; the
+        next query waits for it within its own deadline); returns whether it finished. A no-op
+        without ``path`` (parsed buffers are kept per path)."""
+        bp = buffer_path(path)
+        if bp is None:
+            return False
+        from .jedistates import parse_buffer
+
+        try:
+            return bool(self._runner.run(lambda: parse_buffer(code, bp, self._project), deadline_s,
+                                         after=self.heap.after_query if self.heap is not None else None))
+        except AnalysisTimeout:
+            return False
 
     def close(self) -> None:
         """Nothing to release (jedi runs in this process)."""

