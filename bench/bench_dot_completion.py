@@ -7,7 +7,10 @@ including the dot (plain text, its last ``--context`` tokens; as ``complete_code
 prompt's last token -- the dot -- is healed: the output re-spells it, so ``._`` can begin a private
 name as in the model's training text; ``--no-heal`` keeps it), once without and once with the
 dereference monitor (which analyses the whole prefix), in one run; the back end is warmed up
-first as ``guidewire serve`` and ``guidewire lsp`` do (``--no-warm-up``). Reported per arm: next
+first as ``guidewire serve`` and ``guidewire lsp`` do (``--no-warm-up``). ``--synced``: before
+each point the buffer as it was before the dot was typed is parsed in the back end, as
+``guidewire lsp`` does for an open document (its time reported apart); without it every trigger
+meets its buffer cold. Reported per arm: next
 identifier exact match (the first identifier generated equals ``attr``), the share of completions
 whose identifier is not an attribute jedi lists at that dot (an empty identifier counts as
 invalid), and for the monitor: time per trigger (p50/p95/max), abstentions by reason.
@@ -267,6 +270,12 @@ def summarize(rows: list[dict], args) -> dict:
     })
     if "prefill_s" in rows[0]:
         out["prefill_s_p50"] = pct([r["prefill_s"] for r in rows], 0.5)
+    prep = [r["prepare_s"] for r in rows if r.get("prepare_s") is not None]
+    out["synced"] = bool(prep)
+    out["sync_imports"] = bool(prep) and bool(getattr(args, "sync_imports", False))
+    if prep:  # the document's parse ahead of the trigger (--synced), not part of the analysis times
+        out.update(prepare_ms_p50=1e3 * pct(prep, 0.5), prepare_ms_p95=1e3 * pct(prep, 0.95),
+                   prepare_ms_max=1e3 * max(prep))
     return out
 
 
@@ -345,6 +354,13 @@ def main(argv=None) -> int:
                          "first query also loads jedi's builtins)")
     ap.add_argument("--no-heal", action="store_true",
                     help="keep the prompt's last token (the dot) instead of healing it as complete_code does")
+    ap.add_argument("--synced", action="store_true",
+                    help="as an editor syncs its open document (guidewire lsp on didOpen/didChange): the "
+                         "buffer before the dot was typed is parsed in the back end (prepare_buffer, "
+                         "waited for) before each point, so the trigger re-parses the typed dot only")
+    ap.add_argument("--sync-imports", action="store_true",
+                    help="with --synced: also infer what the buffer imports (prepare_buffer(imports=True), "
+                         "as guidewire lsp does)")
     ap.add_argument("--no-prefetch", action="store_true",
                     help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
     ap.add_argument("--sweep", default="",
@@ -373,7 +389,7 @@ def main(argv=None) -> int:
         print(json.dumps(summary, indent=2))
         return 0
 
-    from guidewire.monitors import create_monitor
+    from guidewire.monitors import create_monitor, prepare_buffer
     from guidewire.runtime.registry import get_model
 
     os.makedirs(args.out, exist_ok=True)
@@ -420,6 +436,11 @@ def main(argv=None) -> int:
             # monitor (its analysis starts at the trigger, on a thread) is made when the request
             # comes, then the prompt is prefilled; every arm decodes from a copy of that prefill
             # (greedy is deterministic, so sharing it changes no output)
+            prepare_s = None
+            if args.synced:
+                t0 = time.perf_counter()
+                prepare_buffer(prefix[:-1], path=path, backend=args.backend, wait=True, imports=args.sync_imports)
+                prepare_s = time.perf_counter() - t0
             heal = b"" if args.no_heal else healable_tail(lm.vocab, ids, prefix)
             if heal:
                 ids = ids[:-1]
@@ -458,7 +479,7 @@ def main(argv=None) -> int:
                                                                   rerank=record))
             names = set(p["names"])
             row = {"file": p["file"], "dot": p["dot"], "attr": p["attr"], "prefill_s": prefill_s,
-                   "healed": heal.decode("utf-8")}
+                   "healed": heal.decode("utf-8"), "prepare_s": prepare_s}
             for arm, (constraint, search) in arms.items():
                 text, secs = decode_identifier(lm, ids, constraint, args.max_tokens, model=head.fork(),
                                                search=search, heal=heal)

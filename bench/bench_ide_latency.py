@@ -3,7 +3,10 @@
 Cursor positions are cut from Python standard-library files (at the start of an indented line
 inside a function, at least ``--context`` tokens into the file); each completion is
 ``complete_code(prefix, suffix=rest of the file, max_tokens=32, stop=[], max_prompt_tokens=context)``
-so exactly the prompt budget is prefilled. Peers on the same prompt ids: guidewire's decode loop alone
+so exactly the prompt budget is prefilled; a monitored run meets its buffer cold (parso's cache of
+it is dropped first), except with ``--synced``: one more monitored run whose document is parsed in
+the back end before the request (and what it imports loaded), as ``guidewire lsp`` does for an
+open document. Peers on the same prompt ids: guidewire's decode loop alone
 (no completion layer, no constraint) and transformers' ``generate``. Everything runs interleaved on the same cursor
 positions in one process (paired), after one warm-up call (reported apart as the cold call).
 
@@ -88,13 +91,21 @@ def main(argv=None) -> int:
     ap.add_argument("--monitors", default="", help="comma-separated monitor names for the monitored run")
     ap.add_argument("--backend", default="jedi", choices=("jedi", "jedi-process", "lsp"),
                     help="the monitors' analysis back end")
+    ap.add_argument("--synced", action="store_true",
+                    help="add a monitored run whose document (prefix + suffix) is parsed in the back end "
+                         "before the request, as guidewire lsp does on didOpen/didChange (in-process jedi only)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.synced and (args.backend != "jedi" or not args.monitors):
+        ap.error("--synced needs --monitors and the in-process back end (--backend jedi)")
 
     from guidewire import complete_code
     from guidewire.ide.fim import build_fim_prompt
-    from guidewire.monitors import create_monitor
+    from parso.cache import parser_cache
+
+    from guidewire.monitors import create_monitor, prepare_buffer
+    from guidewire.monitors.analysis import buffer_path
     from guidewire.runtime.registry import get_model
 
     t = time.monotonic()
@@ -108,6 +119,8 @@ def main(argv=None) -> int:
             mons = tuple(functools.partial(create_monitor, m, backend=args.backend) for m in mons)
         configs[f"monitors={args.monitors}"] = (mons, None)   # segment search on (the default at T=0)
         configs[f"monitors={args.monitors}, no segment search"] = (mons, False)
+        if args.synced:
+            configs[f"monitors={args.monitors}, synced"] = (mons, None, True)
     kw = dict(max_tokens=args.new_tokens, stop=[], max_prompt_tokens=args.context, temperature=0.0)
     t = time.monotonic()
     cold = complete_code(points[0][1], suffix=points[0][2], monitors=(), **kw)
@@ -122,6 +135,14 @@ def main(argv=None) -> int:
         runs = runs[k % len(runs):] + runs[:k % len(runs)]   # rotate the order from point to point
         for name, kind, arg in runs:
             if kind == "gw":
+                prepare_s = None
+                if len(arg) > 2:  # the editor's open document, parsed ahead (guidewire lsp's didOpen/didChange)
+                    t = time.perf_counter()
+                    prepare_buffer(prefix + suffix, path=fname, backend=args.backend, wait=True, imports=True)
+                    prepare_s = time.perf_counter() - t
+                elif arg[0]:  # every other monitored run meets its buffer cold, whatever ran before it
+                    for cache in parser_cache.values():
+                        cache.pop(Path(buffer_path(fname)), None)
                 out = complete_code(prefix, suffix=suffix, monitors=arg[0], segment_search=arg[1], path=fname, **kw)
                 s = out.stats
                 each = lambda key: [x for m in s.monitors.values() for x in m.get(key, [])]  # noqa: E731
@@ -131,7 +152,7 @@ def main(argv=None) -> int:
                                    "analysis_s": s.analysis_s, "wait_s": s.wait_s,
                                    "analysis_each_s": each("analysis_each_s"), "wait_each_s": each("wait_each_s"),
                                    "segment_search": s.segment_search, "text": out.text,
-                                   "finish": out.finish_reason})
+                                   "finish": out.finish_reason, "prepare_s": prepare_s})
             else:
                 rows[name].append(_peer(lm, arg, args.new_tokens, kind) | {"file": fname})
     report = {"model": lm.name, "context": args.context, "new_tokens": args.new_tokens, "samples": len(points),
@@ -151,6 +172,9 @@ def main(argv=None) -> int:
             "wait_s": sum(r.get("wait_s", 0.0) for r in rs),
             "search_calls": sum((r.get("segment_search") or {}).get("expansions", 0) for r in rs),
             "rows": rs}
+        prep = [r["prepare_s"] for r in rs if r.get("prepare_s") is not None]
+        if prep:  # not part of the request: the editor's document sync before it
+            report["configs"][name].update(prepare_ms_p50=1e3 * pct(prep, 50), prepare_ms_max=1e3 * max(prep))
         each_a = [x for r in rs for x in r.get("analysis_each_s", [])]
         each_w = [x for r in rs for x in r.get("wait_each_s", [])]
         if each_a:
