@@ -160,6 +160,33 @@ def test_shared_state_sees_a_module_edited_on_disk(tmp_path):
     assert sorted(again) == sorted(seen[-1]) and states.reused == 1
 
 
+def test_shared_state_survives_parsos_eviction_of_its_trees(tmp_path):
+    """parso drops parse trees unused for 10 minutes once it holds 600 modules; jedi reads a
+    loaded module's tree back from that cache (``KeyError`` when it is gone). A state marks its
+    modules' trees used at each query, and is dropped as stale when one is gone anyway."""
+    from pathlib import Path
+
+    from parso.cache import parser_cache
+
+    (tmp_path / "shapes.py").write_text("class Box:\n    def __init__(self):\n        self.width = 1\n")
+    buf = str(tmp_path / "__guidewire_buffer__main.py")
+    code = "import shapes\n\ndef f():\n    shapes.Box()."
+    line, col = cursor(code)
+    states = InferenceStates()
+    ask = lambda s: attribute_names(s, line, col, NameCache())  # noqa: E731
+    assert "width" in states.run(code, buf, None, ask)
+    tree = Path(tmp_path / "shapes.py")
+    items = [c[tree] for c in parser_cache.values() if tree in c]
+    assert len(items) == 1 and states.trees() >= 1
+    items[0].last_used = 0.0   # as if unused for a long time
+    assert "width" in states.run(code, buf, None, ask)
+    assert items[0].last_used > 0.0 and states.reused == 1  # the query marked it used
+    for c in parser_cache.values():  # evicted all the same (parso's rule, applied by hand)
+        c.pop(tree, None)
+    names = states.run(code, buf, None, ask)   # raised KeyError inside jedi before the fix
+    assert "width" in names and states.stale == 1 and states.created == 2
+
+
 def test_shared_state_finds_a_module_created_after_a_failed_import(tmp_path):
     states = InferenceStates()
     buf = str(tmp_path / "__guidewire_buffer__main.py")

@@ -218,7 +218,7 @@ def test_docsync_bounds_forget_and_failures():
 
 def _loaded(be: JediBackend) -> set:
     """Dotted names of the modules in the back end's shared inference states."""
-    return {".".join(k) for st, _ in be.states._states.values() for k in st.module_cache._name_cache}
+    return {".".join(k) for slot in be.states._states.values() for k in slot[0].module_cache._name_cache}
 
 
 @pytest.mark.parametrize("imports", [False, True])

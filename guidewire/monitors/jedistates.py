@@ -11,6 +11,7 @@ import os
 import time
 import weakref
 from collections import OrderedDict
+from pathlib import Path
 
 _MEMO_ENTRY_BYTES = 16 << 10  # measured: ~14 KiB of heap per memoised inference, stdlib buffers
 
@@ -31,9 +32,12 @@ class InferenceStates:
 
     What jedi keeps per query stays per query: the recursion detectors and the count of
     inferences per node (past 300 jedi infers nothing for that node) start empty each time.
-    Kept honest by three rules: a state whose modules' files changed on disk since they were
+    Kept honest by these rules: a state whose modules' files changed on disk since they were
     loaded (modification time, or gone) is dropped before it answers (and an import that failed
-    is forgotten after its query, so a module created since is found); a query that raised drops
+    is forgotten after its query, so a module created since is found); so is a state one of whose
+    modules' parse trees left parso's in-memory cache (jedi reads a module's tree back from that
+    cache and fails with a ``KeyError`` when it is gone; parso evicts the trees unused for 10
+    minutes once it holds 600 modules, so each query marks its state's trees used); a query that raised drops
     its state (an inference cut short can leave its caches half-filled); and the states' memoised
     inferences are charged ``entry_bytes`` each against ``max_bytes`` (least recently used states
     go first; one over the bound alone is dropped after its query).
@@ -42,7 +46,7 @@ class InferenceStates:
     def __init__(self, max_bytes: int = 256 << 20, max_states: int = 32,
                  entry_bytes: int = _MEMO_ENTRY_BYTES):
         self.max_bytes, self.max_states, self.entry_bytes = max_bytes, max_states, entry_bytes
-        self._states: OrderedDict = OrderedDict()  # key -> [state, {path: mtime}]
+        self._states: OrderedDict = OrderedDict()  # key -> [state, {path: mtime}, {module tree paths}]
         self.reused = self.created = self.stale = self.dropped = 0
         self.dropped_bytes = 0  # charge of the states dropped so far (their heap is garbage now)
 
@@ -69,13 +73,13 @@ class InferenceStates:
         own = script._inference_state
         key = (str(own.project.path), tuple(own.get_sys_path()))
         slot = self._states.get(key)
-        if slot is not None and self._changed(slot[1]):
+        if slot is not None and (self._changed(slot[1]) or not _keep_trees(slot[2])):
             self.stale += 1
             self._drop(key)
             slot = None
         if slot is None:
             self.created += 1
-            slot = self._states[key] = [own, {}]
+            slot = self._states[key] = [own, {}, set()]
         else:
             self.reused += 1
             self._states.move_to_end(key)
@@ -105,7 +109,9 @@ class InferenceStates:
         if not ok:
             self._drop(key)
             return
-        state, files = slot
+        from parso.cache import parser_cache
+
+        state, files, trees = slot
         cache = state.module_cache._name_cache
         for names, values in list(cache.items()):
             if not values:  # an import that failed: tried again next query (the file may appear)
@@ -124,25 +130,51 @@ class InferenceStates:
                         files[path] = os.stat(path).st_mtime_ns
                     except OSError:  # not a plain file (a zip member): as jedi itself, unchecked
                         pass
+                    tree = Path(path)
+                    if any(tree in c for c in parser_cache.values()):
+                        trees.add(tree)
         while self._states and (len(self._states) > self.max_states or self.nbytes > self.max_bytes):
             self._drop(next(iter(self._states)))
+
+    def trees(self) -> int:
+        """Parse trees the states rely on parso's cache to keep (their modules')."""
+        return sum(len(slot[2]) for slot in self._states.values())
 
     def _charge(self, state) -> int:
         return self.entry_bytes * sum(len(d) for d in state.memoize_cache.values())
 
     def _drop(self, key) -> None:
-        state, _ = self._states.pop(key)
+        state = self._states.pop(key)[0]
         self.dropped += 1
         self.dropped_bytes += self._charge(state)
 
     @property
     def nbytes(self) -> int:
         """Bytes charged: the states' memoised inferences at ``entry_bytes`` each."""
-        return sum(self._charge(st) for st, _ in self._states.values())
+        return sum(self._charge(slot[0]) for slot in self._states.values())
 
     def clear(self) -> None:
         """Drop every state."""
         self._states.clear()
+
+
+def _keep_trees(trees: set) -> bool:
+    """Mark the parse trees ``trees`` (module paths) used in parso's in-memory cache, so that
+    parso's eviction of trees unused for 10 minutes spares them; False if one is gone already."""
+    from parso.cache import parser_cache
+
+    now = time.time()
+    caches = list(parser_cache.values())
+    for tree in trees:
+        found = False
+        for c in caches:
+            item = c.get(tree)
+            if item is not None:
+                item.last_used = now
+                found = True
+        if not found:
+            return False
+    return True
 
 
 def parse_buffer(code: str, path: str | None, project=None, *, states: InferenceStates | None = None,
