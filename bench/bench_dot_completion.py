@@ -272,7 +272,6 @@ def summarize(rows: list[dict], args) -> dict:
         out["prefill_s_p50"] = pct([r["prefill_s"] for r in rows], 0.5)
     prep = [r["prepare_s"] for r in rows if r.get("prepare_s") is not None]
     out["synced"] = bool(prep)
-    out["sync_imports"] = bool(prep) and bool(getattr(args, "sync_imports", False))
     if prep:  # the document's parse ahead of the trigger (--synced), not part of the analysis times
         out.update(prepare_ms_p50=1e3 * pct(prep, 0.5), prepare_ms_p95=1e3 * pct(prep, 0.95),
                    prepare_ms_max=1e3 * max(prep))
@@ -358,9 +357,6 @@ def main(argv=None) -> int:
                     help="as an editor syncs its open document (guidewire lsp on didOpen/didChange): the "
                          "buffer before the dot was typed is parsed in the back end (prepare_buffer, "
                          "waited for) before each point, so the trigger re-parses the typed dot only")
-    ap.add_argument("--sync-imports", action="store_true",
-                    help="with --synced: also infer what the buffer imports (prepare_buffer(imports=True), "
-                         "as guidewire lsp does)")
     ap.add_argument("--no-prefetch", action="store_true",
                     help="analyse at the mask, not ahead at the trigger (the wait is then the analysis)")
     ap.add_argument("--sweep", default="",
@@ -439,7 +435,7 @@ def main(argv=None) -> int:
             prepare_s = None
             if args.synced:
                 t0 = time.perf_counter()
-                prepare_buffer(prefix[:-1], path=path, backend=args.backend, wait=True, imports=args.sync_imports)
+                prepare_buffer(prefix[:-1], path=path, backend=args.backend, wait=True)
                 prepare_s = time.perf_counter() - t0
             heal = b"" if args.no_heal else healable_tail(lm.vocab, ids, prefix)
             if heal:

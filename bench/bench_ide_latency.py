@@ -5,8 +5,7 @@ inside a function, at least ``--context`` tokens into the file); each completion
 ``complete_code(prefix, suffix=rest of the file, max_tokens=32, stop=[], max_prompt_tokens=context)``
 so exactly the prompt budget is prefilled; a monitored run meets its buffer cold (parso's cache of
 it is dropped first), except with ``--synced``: one more monitored run whose document is parsed in
-the back end before the request (and what it imports loaded), as ``guidewire lsp`` does for an
-open document. Peers on the same prompt ids: guidewire's decode loop alone
+the back end before the request, as ``guidewire lsp`` does for an open document. Peers on the same prompt ids: guidewire's decode loop alone
 (no completion layer, no constraint) and transformers' ``generate``. Everything runs interleaved on the same cursor
 positions in one process (paired), after one warm-up call (reported apart as the cold call).
 
@@ -138,7 +137,7 @@ def main(argv=None) -> int:
                 prepare_s = None
                 if len(arg) > 2:  # the editor's open document, parsed ahead (guidewire lsp's didOpen/didChange)
                     t = time.perf_counter()
-                    prepare_buffer(prefix + suffix, path=fname, backend=args.backend, wait=True, imports=True)
+                    prepare_buffer(prefix + suffix, path=fname, backend=args.backend, wait=True)
                     prepare_s = time.perf_counter() - t
                 elif arg[0]:  # every other monitored run meets its buffer cold, whatever ran before it
                     for cache in parser_cache.values():

@@ -214,39 +214,3 @@ def test_docsync_bounds_forget_and_failures():
     docs.close()
     with pytest.raises(ValueError):
         DocumentPreparer(quiet_s=-1)
-
-
-def _loaded(be: JediBackend) -> set:
-    """Dotted names of the modules in the back end's shared inference states."""
-    return {".".join(k) for slot in be.states._states.values() for k in slot[0].module_cache._name_cache}
-
-
-@pytest.mark.parametrize("imports", [False, True])
-def test_prepare_with_imports_loads_what_the_buffer_imports(tmp_path, imports):
-    (tmp_path / "helper_mod.py").write_text("class Foo:\n    def bar(self):\n        return 1\n    baz = 2\n")
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "deep.py").write_text("VALUE = 1\n")
-    code = "import os\nfrom helper_mod import Foo\n\ndef f():\n    from pkg import deep\n    return Foo."
-    be = JediBackend(project_root=str(tmp_path))
-    be.attributes("x = 1\nx.", 2, 2, path=str(tmp_path / "w.py"), deadline_s=60)  # the state exists
-    assert "helper_mod" not in _loaded(be)
-    assert be.prepare(code, path=str(tmp_path / "main.py"), imports=imports, deadline_s=60)
-    loaded = _loaded(be)
-    assert ({"helper_mod", "pkg", "pkg.deep"} <= loaded) == imports, loaded
-    names = be.attributes(code, *cursor(code), path=str(tmp_path / "main.py"), deadline_s=60)
-    assert names is not None and {"bar", "baz"} <= set(names)
-
-
-def test_infer_imports_counts_every_imported_name():
-    from guidewire.monitors.jedistates import infer_imports
-
-    code = "import os.path, json as j\nfrom collections import (OrderedDict,\n    deque)\n" \
-           "from os import *\ndef f():\n    import re\n    class C:\n        from string import ascii_letters\n"
-    # os.path, json, OrderedDict, deque, os (star), re, ascii_letters: ast agrees
-    expect = 0
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            expect += len(node.names)
-    assert infer_imports(jedi.Script(code)) == expect == 7

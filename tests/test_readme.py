@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 9 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 10 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -133,7 +133,16 @@ def test_python_blocks_without_model_run():
             assert g.matcher().advance(g.vocab.token_bytes.index(b"a"))
         if "compile_python" in code:
             _check_python_grammar(namespace["g"])
-    assert ran == 6
+        if "prepare_buffer(" in code:   # the document is in parso's diff cache under its buffer path
+            from pathlib import Path
+
+            from parso.cache import parser_cache
+
+            from guidewire.monitors.analysis import buffer_path
+
+            key = Path(buffer_path(namespace["path"]))
+            assert any(key in c and "".join(c[key].lines) == namespace["text"] for c in parser_cache.values())
+    assert ran == 7
 
 
 def _check_python_grammar(g) -> None:

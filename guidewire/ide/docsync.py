@@ -4,13 +4,11 @@ A dereference trigger analyses the whole buffer, and on a first visit parsing it
 the analysis (a 144 KB module: ~130 ms of ~200). An editor says when it opens a document and
 every time it changes; :class:`DocumentPreparer` hands the newest text of each to the analysis
 back end (:func:`guidewire.monitors.prepare_buffer`) on one background thread, so that a trigger
-re-parses only the lines edited since (~10 ms for the same module after a one-character edit),
-and finds the modules the document imports already loaded.
+re-parses only the lines edited since (~10 ms for the same module after a one-character edit).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -25,8 +23,7 @@ class DocumentPreparer:
 
     ``note(uri, text, path, root)`` records a document's text; after ``quiet_s`` without another
     change to it, the text goes to ``prepare(text, path=path, project_root=root)`` (by default
-    :func:`guidewire.monitors.prepare_buffer` with ``imports=True``: parsed, and what it imports
-    loaded). Never while ``busy()`` is true (a completion is
+    :func:`guidewire.monitors.prepare_buffer`). Never while ``busy()`` is true (a completion is
     running: its own trigger parses the change, and a parse beside it would only slow its
     decoding); the document waits until the completion ends. A document changed again before its
     turn keeps its newest text only. Pending texts are bounded by ``max_documents`` and
@@ -113,7 +110,7 @@ class DocumentPreparer:
         if self._prepare is None:
             from ..monitors import prepare_buffer
 
-            self._prepare = functools.partial(prepare_buffer, imports=True)
+            self._prepare = prepare_buffer
         while True:
             job = self._next()
             if job is None:

@@ -257,14 +257,11 @@ class JediBackend:
             return None  # unknown, or overloads with different parameter lists
         return sigs[0]
 
-    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S, wait: bool = True,
-                imports: bool = False) -> bool:
+    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S, wait: bool = True) -> bool:
         """Parse the buffer ``code`` of ``path`` ahead of the queries on it (an editor's open
         document, synced as it changes): a later query on it, or on an edited version, re-parses
-        only the lines that changed; ``imports``: also infer what it imports on the shared
-        inference state (:func:`~.jedistates.infer_imports`: the modules' first visit is then
-        paid here, not at a trigger). Waits at most ``deadline_s``, ``wait`` or not (in-process,
-        the work holds the interpreter lock anyway; past the deadline it runs on and the next
+        only the lines that changed. Waits at most ``deadline_s``, ``wait`` or not (in-process,
+        the parse holds the interpreter lock anyway; past the deadline it runs on and the next
         query waits for it within its own deadline); returns whether it finished. A no-op
         without ``path`` (parsed buffers are kept per path)."""
         bp = buffer_path(path)
@@ -273,8 +270,7 @@ class JediBackend:
         from .jedistates import parse_buffer
 
         try:
-            return bool(self._runner.run(lambda: parse_buffer(code, bp, self._project, states=self.states,
-                                                              imports=imports), deadline_s,
+            return bool(self._runner.run(lambda: parse_buffer(code, bp, self._project), deadline_s,
                                          after=self.heap.after_query if self.heap is not None else None))
         except AnalysisTimeout:
             return False

@@ -102,23 +102,18 @@ def warm_up_backend(backend: str | Backend = "jedi", *, project_root: str | None
 
 
 def prepare_buffer(code: str, *, path: str | None, project_root: str | None = None,
-                   backend: str | Backend = "jedi", deadline_s: float = PREPARE_S, wait: bool = False,
-                   imports: bool = False) -> bool:
+                   backend: str | Backend = "jedi", deadline_s: float = PREPARE_S, wait: bool = False) -> bool:
     """Parse the buffer ``code`` of ``path`` in the analysis back end (as :func:`make_backend`
     resolves it for ``project_root``) ahead of completions on it: an editor calls this when it
     opens a document and as it changes (``guidewire lsp`` does, on ``didOpen``/``didChange``), so
     that a trigger in it re-parses only the lines edited since. Returns whether the back end took
     it (False for back ends without ``prepare``, a None ``path``, or a parse not done within
     ``deadline_s``: the next query then parses what it needs itself). ``wait``: return only once
-    the parse is done (a child-process back end otherwise parses while the caller goes on).
-    ``imports``: also infer what the buffer imports, so that a trigger does not pay for loading
-    those modules (the first time: tens to hundreds of ms; ``guidewire lsp`` asks for it)."""
+    the parse is done (a child-process back end otherwise parses while the caller goes on)."""
     be = make_backend(backend, project_root=project_root)
     prepare = getattr(be, "prepare", None)
     if prepare is None:
         return False
-    if imports:
-        return bool(prepare(code, path=path, deadline_s=deadline_s, wait=wait, imports=True))
     return bool(prepare(code, path=path, deadline_s=deadline_s, wait=wait))
 
 

@@ -56,7 +56,7 @@ while True:
     qid, kind, code, line, column, path = msg
     try:
         if kind == "prepare":
-            tx.send((qid, "ok", kept["parse_buffer"](code, path, project, states=states, imports=bool(line))))
+            tx.send((qid, "ok", kept["parse_buffer"](code, path, project)))
             if not rx.poll(0):
                 heap.after_query()
             continue
@@ -193,10 +193,9 @@ class JediProcessBackend:
                 self._keep(late_key, self._decode(late_key, msg[2]))
         return True
 
-    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S, wait: bool = False,
-                imports: bool = False) -> bool:
+    def prepare(self, code: str, *, path: str | None, deadline_s: float = PREPARE_S, wait: bool = False) -> bool:
         """Have the child parse the buffer ``code`` of ``path`` ahead of the queries on it (see
-        :meth:`.analysis.JediBackend.prepare`, ``imports`` included). The caller does not wait for the parse (the next
+        :meth:`.analysis.JediBackend.prepare`). The caller does not wait for the parse (the next
         query does, within its own deadline) unless ``wait``: then it waits up to ``deadline_s``
         and returns whether the parse finished. Skipped while the child is still busy with an
         earlier question, so an editor's stream of changes never queues up. Returns whether the
@@ -211,7 +210,7 @@ class JediProcessBackend:
             if not self._drain(time.monotonic()):
                 return False
             qid = next(self._ids)
-            self._tx.send((qid, "prepare", code, int(imports), 0, bp))
+            self._tx.send((qid, "prepare", code, 0, 0, bp))
             self._sent = time.monotonic()
             self._inflight[qid] = _PARSE
             return self._drain(time.monotonic() + deadline_s) if wait else True

@@ -177,20 +177,14 @@ def _keep_trees(trees: set) -> bool:
     return True
 
 
-def parse_buffer(code: str, path: str | None, project=None, *, states: InferenceStates | None = None,
-                 imports: bool = False) -> bool:
+def parse_buffer(code: str, path: str | None, project=None) -> bool:
     """Parse ``code`` exactly as ``jedi.Script(code=code, path=path, project=project)`` does, ahead
     of the queries on it: parso's diff cache then holds the module under ``path``, and a query on
     a later version of the buffer re-parses only the lines that changed (a 144 KB module: ~130 ms
-    whole, ~10 ms after a one-character edit). ``imports`` (with the shared ``states``): also infer
-    every name the buffer imports on its shared state (:func:`infer_imports`), so that a trigger
-    does not pay for loading those modules. A no-op without ``path`` (the cache is per path).
+    whole, ~10 ms after a one-character edit). A no-op without ``path`` (the cache is per path).
     Returns whether it parsed."""
     if path is None:
         return False
-    if imports and states is not None:
-        states.run(code, path, project, infer_imports)
-        return True
     import jedi
 
     kw = {"code": code, "path": path}
@@ -198,25 +192,6 @@ def parse_buffer(code: str, path: str | None, project=None, *, states: Inference
         kw["project"] = project
     jedi.Script(**kw)
     return True
-
-
-def infer_imports(script) -> int:
-    """Infer each name the module of ``script`` imports, at any depth (``import a.b``: ``b``;
-    ``from m import x``: ``x``; ``from m import *``: ``m``), which loads those modules into the
-    script's inference state; returns how many names were inferred."""
-    n = 0
-    stack = [script._module_node]
-    while stack:
-        node = stack.pop()
-        for child in getattr(node, "children", ()):
-            if child.type in ("import_name", "import_from"):
-                for names in child.get_paths():
-                    if names:
-                        script.infer(*names[-1].end_pos)
-                        n += 1
-            elif hasattr(child, "children"):
-                stack.append(child)
-    return n
 
 
 class FrozenHeap:
