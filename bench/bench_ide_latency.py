@@ -4,7 +4,8 @@ Cursor positions are cut from Python standard-library files (at the start of an 
 inside a function, at least ``--context`` tokens into the file); each completion is
 ``complete_code(prefix, suffix=rest of the file, max_tokens=32, stop=[], max_prompt_tokens=context)``
 so exactly the prompt budget is prefilled; a monitored run meets its buffer cold (parso's cache of
-it is dropped first), except with ``--synced``: one more monitored run whose document is parsed in
+it is dropped first, and so are the back end's kept answers: every monitored run asks its own
+questions), except with ``--synced``: one more monitored run whose document is parsed in
 the back end before the request, as ``guidewire lsp`` does for an open document. Peers on the same prompt ids: guidewire's decode loop alone
 (no completion layer, no constraint) and transformers' ``generate``. Everything runs interleaved on the same cursor
 positions in one process (paired), after one warm-up call (reported apart as the cold call).
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     from guidewire.ide.fim import build_fim_prompt
     from parso.cache import parser_cache
 
-    from guidewire.monitors import create_monitor, prepare_buffer
+    from guidewire.monitors import create_monitor, make_backend, prepare_buffer
     from guidewire.monitors.analysis import buffer_path
     from guidewire.runtime.registry import get_model
 
@@ -142,6 +143,10 @@ def main(argv=None) -> int:
                 elif arg[0]:  # every other monitored run meets its buffer cold, whatever ran before it
                     for cache in parser_cache.values():
                         cache.pop(Path(buffer_path(fname)), None)
+                if arg[0]:  # and asks its own questions: no answers left by another run of this point
+                    forget = getattr(make_backend(args.backend), "forget_answers", None)
+                    if forget is not None:
+                        forget()
                 out = complete_code(prefix, suffix=suffix, monitors=arg[0], segment_search=arg[1], path=fname, **kw)
                 s = out.stats
                 each = lambda key: [x for m in s.monitors.values() for x in m.get(key, [])]  # noqa: E731

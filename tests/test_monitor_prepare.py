@@ -214,3 +214,14 @@ def test_docsync_bounds_forget_and_failures():
     docs.close()
     with pytest.raises(ValueError):
         DocumentPreparer(quiet_s=-1)
+
+
+def test_forget_answers_makes_the_next_question_run_again():
+    be = JediBackend()
+    code = "import os\nos.path."
+    runs = lambda: be.states.created + be.states.reused  # noqa: E731 -- analyses that ran
+    first = be.attributes(code, *cursor(code), path=None, deadline_s=60)
+    n = runs()
+    assert be.attributes(code, *cursor(code), path=None, deadline_s=60) == first and runs() == n  # kept
+    be.forget_answers()
+    assert be.attributes(code, *cursor(code), path=None, deadline_s=60) == first and runs() == n + 1

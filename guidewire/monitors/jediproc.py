@@ -236,6 +236,11 @@ class JediProcessBackend:
             return None
         return sigs[0]
 
+    def forget_answers(self) -> None:
+        """Drop the answers kept for repeated questions (see :meth:`.analysis.JediBackend.forget_answers`)."""
+        with self._lock:
+            self._answers.clear()
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
