@@ -158,6 +158,10 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
     def _did_close(ls: LanguageServer, params: lsp.DidCloseTextDocumentParams):
         docs.forget(params.text_document.uri)
 
+    @server.feature(lsp.SHUTDOWN)
+    def _shutdown(ls: LanguageServer, params=None):
+        docs.close()
+
     @server.feature(lsp.INITIALIZE)
     def _initialize(ls: LanguageServer, params: lsp.InitializeParams):
         # pygls 1.3 builds no inlineCompletionProvider capability itself: add it to the reply

@@ -5,8 +5,9 @@ code points, as jedi counts): :meth:`~Backend.attributes` (the names legal after
 :meth:`~Backend.signature` (the parameters of the call being opened). Both return ``None`` when
 the analysis has no answer; a query that does not finish by its deadline raises
 :class:`AnalysisTimeout`. Monitors turn both into recorded abstentions. A back end may also
-offer ``prepare(code, *, path)``: parse a buffer ahead of the queries on it (an editor's open
-document, see :func:`~.factory.prepare_buffer`), so that a trigger pays for what changed only.
+offer ``prepare(code, *, path, deadline_s, wait) -> bool``: parse a buffer ahead of the queries
+on it (an editor's open document, see :func:`~.factory.prepare_buffer`), so that a trigger pays
+for what changed only.
 
 :class:`JediBackend` runs jedi in-process on a worker thread: the caller waits at most the
 deadline (see :class:`DeadlineRunner` for what happens to a query past it).
