@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import functools
 import json
 import random
 import sys
@@ -104,7 +103,7 @@ def main(argv=None) -> int:
     from guidewire.ide.fim import build_fim_prompt
     from parso.cache import parser_cache
 
-    from guidewire.monitors import create_monitor, make_backend, prepare_buffer
+    from guidewire.monitors import make_backend, prepare_buffer
     from guidewire.monitors.analysis import buffer_path
     from guidewire.runtime.registry import get_model
 
@@ -115,8 +114,6 @@ def main(argv=None) -> int:
     configs = {"no monitors": ((), None)}
     if args.monitors:
         mons = tuple(m for m in args.monitors.split(",") if m)
-        if args.backend != "jedi":  # factories: complete_code calls them with create_monitor's keywords
-            mons = tuple(functools.partial(create_monitor, m, backend=args.backend) for m in mons)
         configs[f"monitors={args.monitors}"] = (mons, None)   # segment search on (the default at T=0)
         configs[f"monitors={args.monitors}, no segment search"] = (mons, False)
         if args.synced:
@@ -147,7 +144,8 @@ def main(argv=None) -> int:
                     forget = getattr(make_backend(args.backend), "forget_answers", None)
                     if forget is not None:
                         forget()
-                out = complete_code(prefix, suffix=suffix, monitors=arg[0], segment_search=arg[1], path=fname, **kw)
+                out = complete_code(prefix, suffix=suffix, monitors=arg[0], segment_search=arg[1], path=fname,
+                                    monitor_backend=args.backend, **kw)
                 s = out.stats
                 each = lambda key: [x for m in s.monitors.values() for x in m.get(key, [])]  # noqa: E731
                 rows[name].append({"file": fname, "total_s": s.total_s, "ttft_s": s.ttft_s, "decode_s": s.decode_s,

@@ -90,10 +90,10 @@ def _monitor_stats(m) -> dict:
 
 
 def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, path, project_root,
-                     deadline_s: float, dot_follows: bool = False) -> list[tuple[str, object]]:
+                     deadline_s: float, dot_follows: bool = False, backend="jedi") -> list[tuple[str, object]]:
     """``(name, constraint)`` for each entry of ``monitors``: a name (``guidewire.monitors.create_monitor``,
-    also given ``dot_follows``), a factory called with the same keywords (but ``dot_follows``),
-    or a constraint object used as is."""
+    also given ``dot_follows`` and the analysis ``backend``), a factory called with the same keywords
+    (but those two), or a constraint object used as is."""
     if isinstance(monitors, str):
         monitors = (monitors,)
     out = []
@@ -103,7 +103,7 @@ def resolve_monitors(monitors: Sequence, *, vocab, prefix: str, suffix: str, pat
         if isinstance(spec, str):
             from .monitors import create_monitor
 
-            out.append((spec, create_monitor(spec, dot_follows=dot_follows, **kw)))
+            out.append((spec, create_monitor(spec, dot_follows=dot_follows, backend=backend, **kw)))
         elif hasattr(spec, "fill_bitmask") and hasattr(spec, "advance"):
             out.append((getattr(spec, "name", None) or f"{type(spec).__name__}#{i}", spec))
         elif callable(spec):
@@ -143,11 +143,14 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
                   temperature: float = 0.0, stop: Sequence[str] | None = None, grammar=None,
                   extra: Sequence = (), seed: int | None = None, monitor_deadline_s: float = 0.5,
                   max_prompt_tokens: int | None = None, fallback: str = "prefix", token_healing: bool = True,
-                  time_limit_s: float | None = None, cancel=None, segment_search: bool | None = None) -> CodeCompletion:
+                  time_limit_s: float | None = None, cancel=None, segment_search: bool | None = None,
+                  monitor_backend="jedi") -> CodeCompletion:
     """Complete the code between ``prefix`` and ``suffix`` (the text before and after the cursor).
 
     ``path``/``project_root`` say where the buffer lives (monitors resolve imports from there; the
-    buffer given is what is analysed). ``monitors``: names, factories or constraint objects, ANDed.
+    buffer given is what is analysed). ``monitors``: names, factories or constraint objects, ANDed;
+    named monitors analyse with ``monitor_backend`` (``"jedi"`` in-process, ``"jedi-process"``,
+    ``"lsp"`` or a back-end object; see :func:`guidewire.monitors.make_backend`).
     ``grammar``: a compiled grammar, Lark text or built-in name for the *whole document*; the
     middle then keeps ``prefix + middle`` viable and may only end where ``suffix`` can follow.
     ``stop``: stop strings (``None``: the code rules of :mod:`guidewire.ide.stops`). ``extra``:
@@ -184,7 +187,7 @@ def complete_code(prefix: str, *, suffix: str = "", path: str | None = None, pro
             gate = SuffixGate(compiled, seen, suffix)
     named = resolve_monitors(monitors, vocab=vocab, prefix=seen, suffix=suffix, path=path,
                              project_root=project_root, deadline_s=monitor_deadline_s,
-                             dot_follows=heal.startswith(b"."))
+                             dot_follows=heal.startswith(b"."), backend=monitor_backend)
     parts = ([TokenHealing(vocab, heal)] if heal else []) + ([gate] if gate is not None else []) \
         + [m for _, m in named]
     constraint = None if not parts else parts[0] if len(parts) == 1 else intersect(*parts)

@@ -166,3 +166,30 @@ def test_the_healed_dot_is_analysed_once_and_may_begin_a_private_name():
     name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", out.text)
     assert name and name.group() in dir(ns["Box"]()), out.text
     assert name.group().startswith("_"), out.text  # what the model wants once "._" is allowed
+
+
+def test_monitor_backend_is_the_one_analysing():
+    """``monitor_backend`` reaches the named monitors: a back end that lists one made-up name is
+    asked at the dot, and the completion can only name it."""
+
+    class OneName:
+        name = "one-name"
+
+        def __init__(self):
+            self.asked = 0
+
+        def attributes(self, code, line, column, *, path, deadline_s):
+            self.asked += 1
+            return ["zqxfrob"]
+
+        def signature(self, *a, **k):
+            return None
+
+        def close(self):
+            pass
+
+    be = OneName()
+    out = guidewire.complete_code("import os\n\nx = os.", max_tokens=12, monitor_backend=be, stop=["\n"])
+    assert be.asked >= 1 and out.stats.triggers >= 1 and out.text.startswith("zqxfrob"), (be.asked, out)
+    with pytest.raises(ValueError, match="unknown monitor backend"):
+        guidewire.complete_code("x.", max_tokens=2, monitor_backend="nope")

@@ -211,3 +211,12 @@ def test_open_documents_are_parsed_ahead_and_completed_with_the_monitor(tmp_path
         c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     finally:
         c.close()
+
+
+def test_monitor_backend_setting():
+    from guidewire.ide.lsp import LspConfig
+
+    assert LspConfig().backend == "jedi-process"
+    assert LspConfig().updated({"monitorBackend": "jedi"}).backend == "jedi"
+    with pytest.raises(ValueError, match="monitorBackend"):
+        LspConfig().updated({"monitorBackend": "pyright"})

@@ -14,6 +14,8 @@ def add_lsp_parser(sub):
     p.add_argument("--latency-budget-ms", type=float, default=2000.0,
                    help="time per completion before it returns what it has (default 2000)")
     p.add_argument("--max-prompt-tokens", type=int, default=1024, help="context tokens (default 1024)")
+    p.add_argument("--monitor-backend", default="jedi-process", choices=("jedi-process", "jedi", "lsp"),
+                   help="the monitors' analysis back end (default jedi-process: jedi in a child process)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     return p
 
@@ -40,7 +42,8 @@ def run_lsp(args) -> int:
     logging.basicConfig(level=logging.WARNING)
     monitors = tuple(m.strip() for m in args.monitors.split(",") if m.strip())
     cfg = LspConfig(model=args.model, monitors=monitors, max_tokens=args.max_tokens,
-                    latency_budget_ms=args.latency_budget_ms, max_prompt_tokens=args.max_prompt_tokens)
+                    latency_budget_ms=args.latency_budget_ms, max_prompt_tokens=args.max_prompt_tokens,
+                    backend=args.monitor_backend)
     # the model and the workspace's analysis back end are warmed up at ``initialize`` (ide.lsp)
     create_server(cfg).start_io()
     return 0

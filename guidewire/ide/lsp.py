@@ -14,7 +14,10 @@ root's back end is warmed up at ``initialize`` (with the model load, before the 
 
 Configuration (command-line flags, overridden per client by ``initializationOptions``):
 ``model``, ``monitors`` (names), ``maxTokens``, ``latencyBudgetMs``, ``temperature``,
-``maxPromptTokens``.
+``maxPromptTokens``, ``monitorBackend`` (the monitors' analysis back end: ``"jedi-process"`` by
+default -- jedi in a child process per workspace: strict deadlines, no interpreter lock shared with
+decoding, p95 38.5 against 50.2 ms in-process on the synced dot-completion bench -- or ``"jedi"``,
+``"lsp"``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from lsprotocol import types as lsp
 from pygls.server import LanguageServer
 
 from .. import __version__
+from ..monitors.factory import BACKENDS, prepare_buffer
 from .docsync import DocumentPreparer
 
 STATS_REQUEST = "guidewire/stats"
@@ -46,6 +50,7 @@ class LspConfig:
     latency_budget_ms: float | None = 2000.0
     temperature: float = 0.0
     max_prompt_tokens: int | None = 1024
+    backend: str = "jedi-process"
 
     def updated(self, options) -> "LspConfig":
         """This config with a client's ``initializationOptions`` applied (a dict; unknown keys are
@@ -56,7 +61,7 @@ class LspConfig:
             raise ValueError("initializationOptions must be an object")
         keys = {"model": "model", "monitors": "monitors", "maxTokens": "max_tokens",
                 "latencyBudgetMs": "latency_budget_ms", "temperature": "temperature",
-                "maxPromptTokens": "max_prompt_tokens"}
+                "maxPromptTokens": "max_prompt_tokens", "monitorBackend": "backend"}
         unknown = sorted(set(options) - set(keys))
         if unknown:
             raise ValueError(f"unknown initializationOptions {unknown}; known: {sorted(keys)}")
@@ -78,6 +83,8 @@ class LspConfig:
             raise ValueError("initializationOptions.temperature must be a number >= 0")
         if "model" in new and new["model"] is not None and not isinstance(new["model"], str):
             raise ValueError("initializationOptions.model must be a string")
+        if "backend" in new and new["backend"] not in BACKENDS:
+            raise ValueError(f"initializationOptions.monitorBackend must be one of {list(BACKENDS)}")
         return replace(self, **new)
 
 
@@ -102,7 +109,7 @@ def _complete(state: _State, prefix: str, suffix: str, path: str | None, root: s
             return ""
         out = complete_code(prefix, suffix=suffix, path=path, project_root=root, monitors=cfg.monitors,
                             model=cfg.model, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                            max_prompt_tokens=cfg.max_prompt_tokens, cancel=cancel,
+                            max_prompt_tokens=cfg.max_prompt_tokens, cancel=cancel, monitor_backend=cfg.backend,
                             time_limit_s=None if cfg.latency_budget_ms is None else cfg.latency_budget_ms / 1e3)
     state.stats.append({"request": request_id, "finish_reason": out.finish_reason, **out.stats.as_dict()})
     return out.text
@@ -124,7 +131,7 @@ def _warm(state: _State, root: str | None) -> None:
             from ..monitors import warm_up_backend
 
             try:
-                warm_up_backend("jedi", project_root=root)
+                warm_up_backend(state.config.backend, project_root=root)
             except GuidewireError as exc:  # stdout is the protocol: said in the log, not fatal
                 logging.getLogger(__name__).warning("guidewire lsp: monitors not warmed up: %s", exc)
 
@@ -139,7 +146,9 @@ def create_server(config: LspConfig | None = None) -> LanguageServer:
     state = _State(config or LspConfig())
     server.guidewire_state = state
     # open Python documents parsed as they change, while no completion runs (ide.docsync)
-    docs = state.docs = DocumentPreparer(busy=state.lock.locked)
+    docs = state.docs = DocumentPreparer(busy=state.lock.locked, prepare=lambda text, *, path, project_root:
+                                         prepare_buffer(text, path=path, project_root=project_root,
+                                                        backend=state.config.backend))
 
     def _sync(ls: LanguageServer, uri: str) -> None:
         doc = ls.workspace.get_text_document(uri)
