@@ -3,10 +3,11 @@
 Cursor positions are cut from Python standard-library files (at the start of an indented line
 inside a function, at least ``--context`` tokens into the file); each completion is
 ``complete_code(prefix, suffix=rest of the file, max_tokens=32, stop=[], max_prompt_tokens=context)``
-so exactly the prompt budget is prefilled; a monitored run meets its buffer cold (parso's cache of
-it is dropped first, and so are the back end's kept answers: every monitored run asks its own
-questions), except with ``--synced``: one more monitored run whose document is parsed in
-the back end before the request, as ``guidewire lsp`` does for an open document. Peers on the same prompt ids: guidewire's decode loop alone
+so exactly the prompt budget is prefilled. Every monitored run asks its own questions (the back
+end's kept answers are dropped first) and, in-process, meets its buffer cold (parso's cache of it
+is dropped; a child process keeps its own), except with ``--synced``: one more monitored run whose
+document is parsed in the back end before the request, as ``guidewire lsp`` does for an open
+document. Peers on the same prompt ids: guidewire's decode loop alone
 (no completion layer, no constraint) and transformers' ``generate``. Everything runs interleaved on the same cursor
 positions in one process (paired), after one warm-up call (reported apart as the cold call).
 
