@@ -140,6 +140,17 @@ def bench_sampling(device, reps, batches, vocabs, gen) -> list[str]:
     return lines + [""]
 
 
+def speculative_inputs(batch: int, k: int, vocab: int, device, gen: torch.Generator):
+    """Random inputs of ``speculative_accept_batch``: target distributions ``p`` (k + 1 per row),
+    draft distributions ``q``, draft tokens ``x``, acceptance uniforms ``u``, residual uniforms ``r``."""
+    p = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1).to(device)
+    q = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1).to(device)
+    x = torch.randint(0, vocab, (batch, k), generator=gen).to(device)
+    u = torch.rand(batch, k, generator=gen).to(device)
+    r = torch.rand(batch, generator=gen).to(device)
+    return p, q, x, u, r
+
+
 def bench_speculative(device, reps, batches, vocabs, gen, k: int = 4) -> list[str]:
     lines = [f"## speculative_accept_batch (k = {k} drafts, float32 distributions)", "",
              "| batch | vocab | draft_probs | backend | median µs | p99 µs |", "|---|---|---|---|---|---|"]
@@ -148,11 +159,7 @@ def bench_speculative(device, reps, batches, vocabs, gen, k: int = 4) -> list[st
         for vocab in vocabs:
             if batch * (2 * k + 1) * vocab * 4 > 2**30:  # keep the inputs under 1 GiB
                 continue
-            p = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1).to(device)
-            q = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1).to(device)
-            x = torch.randint(0, vocab, (batch, k), generator=gen).to(device)
-            u = torch.rand(batch, k, generator=gen).to(device)
-            r = torch.rand(batch, generator=gen).to(device)
+            p, q, x, u, r = speculative_inputs(batch, k, vocab, device, gen)
             for qq, label in ((q, "yes"), (None, "none")):
                 for be in backends(device):
                     med, p99 = timed(lambda: speculative_accept_batch(p, x, qq, u, r, backend=be), device, reps)

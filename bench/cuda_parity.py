@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from guidewire.kernels import (apply_token_bitmask_inplace, masked_softmax, sample_masked,  # noqa: E402
                                speculative_accept_batch, tree_attention_mask, triton_available)
-from bench_kernels import random_bitmask  # noqa: E402
+from bench_kernels import random_bitmask, speculative_inputs  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -63,11 +63,7 @@ def main(argv=None) -> int:
             check(f"sample b={batch} V={vocab} d={density}", same >= batch - max(1, batch // 8),
                   f"{same}/{batch} equal")
     for batch, vocab, k in ((1, 49152, 4), (8, 32000, 6), (2, 262144, 3)):
-        p = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1).to(dev)
-        q = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1).to(dev)
-        x = torch.randint(0, vocab, (batch, k), generator=gen).to(dev)
-        u = torch.rand(batch, k, generator=gen).to(dev)
-        r = torch.rand(batch, generator=gen).to(dev)
+        p, q, x, u, r = speculative_inputs(batch, k, vocab, dev, gen)
         for qq, label in ((q, "q"), (None, "no-q")):
             na, ta = speculative_accept_batch(p, x, qq, u, r, backend="triton")
             nb, tb = speculative_accept_batch(p, x, qq, u, r, backend="torch")
