@@ -12,8 +12,18 @@ import time
 import weakref
 from collections import OrderedDict
 from pathlib import Path
+from typing import NamedTuple
 
 _MEMO_ENTRY_BYTES = 16 << 10  # measured: ~14 KiB of heap per memoised inference, stdlib buffers
+
+
+class _Slot(NamedTuple):
+    """One kept state: the jedi inference state, the files its modules came from (path ->
+    modification time) and the paths of its modules' parse trees in parso's cache."""
+
+    state: object
+    files: dict
+    trees: set
 
 
 class InferenceStates:
@@ -46,7 +56,7 @@ class InferenceStates:
     def __init__(self, max_bytes: int = 256 << 20, max_states: int = 32,
                  entry_bytes: int = _MEMO_ENTRY_BYTES):
         self.max_bytes, self.max_states, self.entry_bytes = max_bytes, max_states, entry_bytes
-        self._states: OrderedDict = OrderedDict()  # key -> [state, {path: mtime}, {module tree paths}]
+        self._states: OrderedDict = OrderedDict()  # key -> _Slot
         self.reused = self.created = self.stale = self.dropped = 0
         self.dropped_bytes = 0  # charge of the states dropped so far (their heap is garbage now)
 
@@ -73,18 +83,18 @@ class InferenceStates:
         own = script._inference_state
         key = (str(own.project.path), tuple(own.get_sys_path()))
         slot = self._states.get(key)
-        if slot is not None and (self._changed(slot[1]) or not _keep_trees(slot[2])):
+        if slot is not None and (self._changed(slot.files) or not _keep_trees(slot.trees)):
             self.stale += 1
             self._drop(key)
             slot = None
         if slot is None:
             self.created += 1
-            slot = self._states[key] = [own, {}, set()]
+            slot = self._states[key] = _Slot(own, {}, set())
         else:
             self.reused += 1
             self._states.move_to_end(key)
-            script._inference_state = slot[0]
-        state = slot[0]
+            script._inference_state = slot.state
+        state = slot.state
         state.reset_recursion_limitations()
         state.inferred_element_counts.clear()  # a budget per query (jedi gives up on a node
         state.analysis.clear()                 # inferred over 300 times), never across queries
@@ -104,7 +114,7 @@ class InferenceStates:
         """After a query: note its state's loaded files, drop the buffer module from it (or the
         whole state when the query raised), keep the byte bound."""
         slot = self._states.get(key)
-        if slot is None or slot[0] is not script._inference_state:
+        if slot is None or slot.state is not script._inference_state:
             return
         if not ok:
             self._drop(key)
@@ -138,20 +148,20 @@ class InferenceStates:
 
     def trees(self) -> int:
         """Parse trees the states rely on parso's cache to keep (their modules')."""
-        return sum(len(slot[2]) for slot in self._states.values())
+        return sum(len(slot.trees) for slot in self._states.values())
 
     def _charge(self, state) -> int:
         return self.entry_bytes * sum(len(d) for d in state.memoize_cache.values())
 
     def _drop(self, key) -> None:
-        state = self._states.pop(key)[0]
+        state = self._states.pop(key).state
         self.dropped += 1
         self.dropped_bytes += self._charge(state)
 
     @property
     def nbytes(self) -> int:
         """Bytes charged: the states' memoised inferences at ``entry_bytes`` each."""
-        return sum(self._charge(slot[0]) for slot in self._states.values())
+        return sum(self._charge(slot.state) for slot in self._states.values())
 
     def clear(self) -> None:
         """Drop every state."""
