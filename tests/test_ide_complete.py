@@ -134,7 +134,10 @@ def test_named_monitor_is_created_and_reported():
     # at temperature 0 the name was chosen by the name search, within its budget of model calls
     assert out.stats.segment_search["searches"] >= 1
     assert 0 <= out.stats.segment_search["expansions"] <= 8 * out.stats.segment_search["searches"]
-    assert 0 <= out.stats.wait_s <= out.stats.analysis_s + 1e-3
+    # decoding waits for the analysis and the thread hand-off after it (a few ms on a loaded
+    # machine: CI saw 6.7), never for more than its own analysis beyond that
+    assert 0 <= out.stats.wait_s <= out.stats.analysis_s + 0.1
+    assert out.stats.wait_s < out.stats.total_s
     off = guidewire.complete_code("import os\nos.", max_tokens=4, monitor_deadline_s=30, segment_search=False)
     assert off.stats.segment_search == {}
     name = re.match(r"[A-Za-z_][A-Za-z_0-9]*", off.text)
