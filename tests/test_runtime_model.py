@@ -133,7 +133,7 @@ def test_cli_json(smol_model, tmp_path, capsys):
     from guidewire.runtime import registry
     from guidewire.cli import main
 
-    registry._models["smollm2"] = smol_model  # reuse the session's model
+    registry._models[registry.model_key("smollm2")] = smol_model  # reuse the session's model
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
               "additionalProperties": False}
     path = tmp_path / "s.json"

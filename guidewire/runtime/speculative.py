@@ -93,9 +93,10 @@ def accept_draft(target_probs: torch.Tensor, draft: Sequence[int], draft_probs: 
         return n, int(best[n])
     from ..kernels import speculative_accept
 
-    uniforms = torch.rand(k, generator=generator) if k else torch.empty(0)
-    residual_u = torch.rand(1, generator=generator)
-    tokens = torch.as_tensor(list(draft), dtype=torch.long)
+    dev = target_probs.device   # drawn on the CPU generator (reproducible), used where the probabilities are
+    uniforms = (torch.rand(k, generator=generator) if k else torch.empty(0)).to(dev)
+    residual_u = torch.rand(1, generator=generator).to(dev)
+    tokens = torch.as_tensor(list(draft), dtype=torch.long, device=dev)
     n, nxt = speculative_accept(target_probs, tokens, draft_probs, uniforms, residual_u)
     return int(n), int(nxt)
 

@@ -139,7 +139,7 @@ def teacher_forced(lm, prompt_ids: Sequence[int], solution_ids: Sequence[int]) -
     logp = torch.log_softmax(rows, dim=-1)
     p = logp.exp()
     ent = (-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)).tolist()
-    ref = torch.tensor(ids[start + 1:], dtype=torch.long)
+    ref = torch.tensor(ids[start + 1:], dtype=torch.long, device=rows.device)
     top1 = (rows.argmax(-1) == ref).to(torch.int64).tolist()
     return ent, top1
 

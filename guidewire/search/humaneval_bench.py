@@ -71,7 +71,12 @@ def run(args) -> Path:
     if args.order == "shortest":  # by the reference solution's length: decided before any model output
         order.sort(key=lambda i: (len(problems[i]["canonical_solution"]), i))
     chosen = order[args.offset:args.offset + args.limit]
-    lm = get_model(args.model)
+    if args.device is None:
+        lm = get_model(args.model)
+    else:
+        from ..runtime.loading import load_model
+
+        lm = load_model(args.model, device=args.device)
     results = out / "results.jsonl"
     done = set()
     if args.resume and results.exists():
@@ -234,6 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--order", choices=("index", "shortest"), default="index",
                     help="problem order before --offset/--limit: HumanEval's, or shortest reference solution first")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--device", default=None, help="where the model runs: cpu, cuda, cuda:N "
+                    "(default $GUIDEWIRE_DEVICE, else cpu)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--style", choices=("chat", "complete"), default="chat")
     ap.add_argument("--max-new-tokens", type=int, default=200)

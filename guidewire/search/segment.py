@@ -65,6 +65,8 @@ def _children(constraint, logits: torch.Tensor, bitmask: np.ndarray, top_k: int,
     close = None
     if closing is not None:
         width = min(row.shape[0], closing.shape[0])
+        if closing.device != row.device:
+            closing = closing.to(row.device)
         ends = torch.where(closing[:width], row[:width], torch.tensor(float("-inf")))
         total = float(torch.logsumexp(ends, dim=0))
         if total != float("-inf"):

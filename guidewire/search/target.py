@@ -97,4 +97,4 @@ class Target:
         self.stats.forward_passes += 1
         self.stats.tokens_scored += len(full) - common
         x = logits[-1].double() / self.temperature
-        return torch.log_softmax(x, dim=-1).float().numpy().copy()
+        return torch.log_softmax(x, dim=-1).float().cpu().numpy().copy()

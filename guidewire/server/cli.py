@@ -17,6 +17,8 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=300.0, help="seconds per request (default 300)")
     p.add_argument("--max-tokens", type=int, default=1024, help="default chat max_tokens (default 1024)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--device", default=None, help="where the model runs: cpu, cuda, cuda:N "
+                   "(default $GUIDEWIRE_DEVICE, else cpu)")
     p.add_argument("--no-gc-freeze", action="store_true",
                    help="do not freeze the warmed-up heap out of CPython's full GC collections")
     return p
@@ -62,7 +64,7 @@ def run_serve(args) -> int:
     from ..runtime.loading import load_model
     from .app import create_app
 
-    lm = load_model(args.model, num_threads=args.threads)
+    lm = load_model(args.model, num_threads=args.threads, device=args.device)
     app = create_app(lm, max_batch=args.max_batch, max_queue=args.max_queue, time_limit=args.time_limit,
                      default_max_tokens=args.max_tokens)
     if not args.no_gc_freeze:

@@ -157,5 +157,5 @@ class DraftModelDrafter(DrafterBase):
                 self.forwards += 1
                 self._cached.append(t)
                 self._logits[length] = logits
-        probs = torch.stack(rows) if rows else torch.zeros((0, int(logits.shape[-1])))
+        probs = torch.stack(rows) if rows else torch.zeros((0, int(logits.shape[-1])), device=logits.device)
         return self._emit(tokens, probs)
