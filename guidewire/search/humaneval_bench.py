@@ -261,3 +261,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sys.stdout.write(report(out, [Path(d) for d in args.source] or None))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
