@@ -115,6 +115,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, help="system message for the chat template")
     p.add_argument("--threads", type=_number(int, 1, what=">= 1"), default=None,
                    help="torch CPU threads (default: $GUIDEWIRE_NUM_THREADS or torch's default)")
+    p.add_argument("--device", default=None,
+                   help="where the model runs: cpu, cuda, cuda:N (default: $GUIDEWIRE_DEVICE or cpu)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="print tokens, model calls and tokens/s on stderr when generation ends")
@@ -233,9 +235,11 @@ def _prepare(args, kind, spec, options):
     """Compile the constraint (before loading weights, so grammar errors surface fast), then load."""
     from . import api
 
-    from .runtime.loading import set_num_threads
+    from .runtime.loading import resolve_device, set_num_threads
 
     set_num_threads(args.threads)
+    if args.device is not None:   # checked before anything is compiled or loaded
+        os.environ["GUIDEWIRE_DEVICE"] = str(resolve_device(args.device))
     loud = not args.quiet
     grammar = None
     if kind is not None:

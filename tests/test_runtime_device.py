@@ -48,3 +48,18 @@ def test_cached_models_are_kept_per_device(monkeypatch):
     assert model_key("smollm2") == ("smollm2", "cpu")
     monkeypatch.setenv("GUIDEWIRE_DEVICE", "cuda:1")
     assert model_key("smollm2") == ("smollm2", "cuda:1") != ("smollm2", "cpu")
+
+
+def test_cli_device_flag_is_checked_before_loading(monkeypatch, capsys):
+    from guidewire.cli import main
+
+    monkeypatch.delenv("GUIDEWIRE_DEVICE", raising=False)
+    assert main(["generate", "hi", "--device", "nonsense", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid device 'nonsense'" in err and "Traceback" not in err
+    if not torch.cuda.is_available():
+        assert main(["generate", "hi", "--device", "cuda", "-q"]) == 2
+        assert "CUDA is not available" in capsys.readouterr().err
+    import os
+
+    assert "GUIDEWIRE_DEVICE" not in os.environ     # a refused device is not left behind

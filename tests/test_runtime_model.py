@@ -128,7 +128,7 @@ def test_generate_json_small_schemas(smol_model):
 
 
 @pytest.mark.skipif(not _has_json_schema(), reason="guidewire.grammar.compile_json_schema not available yet")
-def test_cli_json(smol_model, tmp_path, capsys):
+def test_cli_json(smol_model, tmp_path, capsys, monkeypatch):
     from guidewire import api
     from guidewire.runtime import registry
     from guidewire.cli import main
@@ -140,8 +140,9 @@ def test_cli_json(smol_model, tmp_path, capsys):
     path.write_text(json.dumps(schema))
     assert main(["json", str(path), "Is the sky blue? Answer in JSON.", "--max-tokens", "20", "-q"]) == 0
     jsonschema.validate(json.loads(capsys.readouterr().out), schema)
+    monkeypatch.delenv("GUIDEWIRE_DEVICE", raising=False)   # --device sets it for the process
     assert main(["json", str(path), "Is the sky blue? Answer in JSON.", "--max-tokens", "20", "-q",
-                 "--speculative"]) == 0
+                 "--speculative", "--device", "cpu"]) == 0
     jsonschema.validate(json.loads(capsys.readouterr().out), schema)
     assert main(["json", str(path), "Is the sky blue?", "--max-tokens", "2", "-q"]) == 2
     assert "IncompleteOutputError" in capsys.readouterr().err
