@@ -69,9 +69,9 @@ class MonitorStats:
     (masks computed while active), ``late_answers`` (timed-out triggers whose answer arrived while
     the name was still being written, so its remaining tokens were masked), ``wait_s`` (per
     trigger, how long the mask waited for the analysis: less than ``analysis_s`` when it was
-    started ahead, at the trigger, and ran while the model did, up to the thread hand-off, the
-    moment between the analysis finishing and the waiting thread running again). Forks of one monitor share one
-    record."""
+    started ahead, at the trigger, and ran while the model did, up to the thread hand-off: the
+    moment between the analysis finishing and the waiting thread running again). Forks of one
+    monitor share one record."""
 
     triggers: int = 0
     abstentions: list[Abstention] = field(default_factory=list)

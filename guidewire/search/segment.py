@@ -65,8 +65,6 @@ def _children(constraint, logits: torch.Tensor, bitmask: np.ndarray, top_k: int,
     close = None
     if closing is not None:
         width = min(row.shape[0], closing.shape[0])
-        if closing.device != row.device:
-            closing = closing.to(row.device)
         ends = torch.where(closing[:width], row[:width], torch.tensor(float("-inf")))
         total = float(torch.logsumexp(ends, dim=0))
         if total != float("-inf"):
@@ -124,6 +122,8 @@ def best_segment(model, constraint, logits: torch.Tensor, *, vocab, ends: Callab
             if f.advance(close[1]) and ends(f):
                 push(score + close[0], path + (close[1],), f, True)
 
+    if closing is not None and closing.device != logits.device:
+        closing = closing.to(logits.device)     # once per search, where the logits are
     root, close = _children(constraint, logits, bitmask, top_k, eos, closing)
     if not root and close is None:
         return SegmentResult([], False, 0.0, 0)
