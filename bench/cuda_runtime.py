@@ -1,12 +1,13 @@
 """The runtime end to end with the model on a CUDA device beside the same model on the CPU, one run.
 
-For each device: unconstrained greedy generation, ``generate_json`` (greedy and sampled), and a
+Arms: ``cuda`` (a static KV cache and the one-token step replayed as a CUDA graph, the default),
+``cuda-eager`` (``GUIDEWIRE_CUDA_GRAPHS=0``: the dynamic cache, eager kernels) and ``cpu``. For each: unconstrained greedy generation, ``generate_json`` (greedy and sampled), and a
 JSON extraction with and without speculative decoding; wall time per call (median of ``--repeat``
 after one warm-up call, and the max), tokens per second and model calls. Greedy outputs on the two
 devices are compared token for token (float32 on both; a difference can only come from the two
 devices' kernels rounding differently at a near-tie).
 
-    python bench/cuda_runtime.py [--devices cuda,cpu] [--repeat 3] [--out DIR]
+    python bench/cuda_runtime.py [--devices cuda,cuda-eager,cpu] [--repeat 3] [--out DIR]
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def run_case(lm, dev, kwargs: dict, repeat: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--devices", default="cuda,cpu")
+    ap.add_argument("--devices", default="cuda,cuda-eager,cpu")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=8, help="torch CPU threads for the CPU rows")
     ap.add_argument("--out", default=None)
@@ -75,28 +76,35 @@ def main(argv=None) -> int:
     out = {"torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
            "cpu_threads": args.threads, "repeat": args.repeat, "devices": {}}
     for name in args.devices.split(","):
-        dev = torch.device(name)
+        dev = torch.device(name.replace("-eager", ""))
+        os.environ["GUIDEWIRE_CUDA_GRAPHS"] = "0" if name.endswith("-eager") else "1"
         t0 = time.perf_counter()
         lm = load_model("smollm2", device=dev)
         load_s = time.perf_counter() - t0
         rows = {case: run_case(lm, dev, kw, args.repeat) for case, kw in CASES.items()}
-        out["devices"][name] = {"load_s": round(load_s, 2), "cases": rows}
+        seq = lm.sequence()
+        out["devices"][name] = {"load_s": round(load_s, 2), "cases": rows,
+                                "static_cache": seq._static is not None,
+                                "graph_error": None if seq._static is None else seq._static.graph_error}
         for case, r in rows.items():
             print(f"{name:5s} {case:26s} {r['wall_s_median'] * 1e3:9.1f} ms (max {r['wall_s_max'] * 1e3:.1f}) "
                   f"{r['tokens']:4d} tokens {r['tokens_per_s']} tok/s  {r['model_calls']} calls  {r['finish']}",
                   flush=True)
         del lm
     devs = list(out["devices"])
-    if len(devs) == 2:
-        a, b = (out["devices"][d]["cases"] for d in devs)
-        lines = ["| case | " + " | ".join(f"{d} ms (median / max)" for d in devs) + f" | {devs[1]} / {devs[0]} | "
-                 "tokens | same greedy tokens |", "|---|---|---|---|---|---|"]
+    if len(devs) >= 2:
+        first = out["devices"][devs[0]]["cases"]
+        lines = ["| case | " + " | ".join(f"{d} ms (median / max)" for d in devs) + " | "
+                 + " | ".join(f"{d} / {devs[0]}" for d in devs[1:]) + " | tokens | same greedy tokens |",
+                 "|---" * (2 * len(devs) + 2) + "|"]
         for case in CASES:
-            x, y = a[case], b[case]
-            same = "n/a (sampled)" if "sampled" in case else str(x["token_ids"] == y["token_ids"])
-            lines.append(f"| {case} | {x['wall_s_median'] * 1e3:.1f} / {x['wall_s_max'] * 1e3:.1f} | "
-                         f"{y['wall_s_median'] * 1e3:.1f} / {y['wall_s_max'] * 1e3:.1f} | "
-                         f"{y['wall_s_median'] / x['wall_s_median']:.2f}x | {x['tokens']} / {y['tokens']} | {same} |")
+            rows = [out["devices"][d]["cases"][case] for d in devs]
+            x = rows[0]
+            same = "n/a (sampled)" if "sampled" in case else str(all(r["token_ids"] == x["token_ids"] for r in rows))
+            lines.append(f"| {case} | " + " | ".join(f"{r['wall_s_median'] * 1e3:.1f} / {r['wall_s_max'] * 1e3:.1f}"
+                                                      for r in rows) + " | "
+                         + " | ".join(f"{r['wall_s_median'] / x['wall_s_median']:.2f}x" for r in rows[1:])
+                         + f" | {' / '.join(str(r['tokens']) for r in rows)} | {same} |")
         out["table"] = "\n".join(lines)
         print(out["table"])
     if args.out:

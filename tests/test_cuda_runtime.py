@@ -63,6 +63,36 @@ def test_logits_match_the_cpu(gpu_model, cpu_model):
     assert float((g.cpu() - c).abs().max()) <= ATOL
 
 
+def test_the_graphed_step_matches_the_eager_one(gpu_model, cpu_model):
+    """On CUDA a sequence decodes on a static cache with its one-token step replayed as a CUDA
+    graph; its logits equal the CPU's through steps, a truncation and a fork."""
+    from guidewire.runtime import HFModel
+
+    ids = cpu_model.encode_prompt("List the planets.")
+    g = gpu_model.sequence()
+    c = cpu_model.sequence()
+    if torch.device(DEVICE).type == "cuda":
+        assert g._static is not None
+    _check = lambda a, b: float((a.cpu() - b).abs().max()) <= ATOL   # noqa: E731
+    assert _check(g.prefill(ids, last_only=True), c.prefill(ids, last_only=True))
+    tok = ids[-1]
+    for _ in range(12):
+        lg = g.step([tok], last_only=True)
+        assert _check(lg, c.step([tok], last_only=True))
+        tok = int(lg[-1].argmax())
+    g.truncate(len(ids) + 3)
+    c.truncate(len(ids) + 3)
+    assert _check(g.step([tok], last_only=True), c.step([tok], last_only=True))
+    fork, cfork = g.fork(), c.fork()
+    assert _check(fork.step([5, 6]), cfork.step([5, 6]))
+    assert _check(g.step([9], last_only=True), c.step([9], last_only=True))
+    if torch.device(DEVICE).type == "cuda":
+        assert g._static.graph_error is None and g._static.replays >= 12
+        eager = HFModel(gpu_model.module, static=False)
+        assert eager._static is None
+        assert _check(eager.prefill(ids, last_only=True), c.prefill(ids, last_only=True))
+
+
 def test_greedy_generation_is_the_cpus_argmax(gpu_model, cpu_model):
     from guidewire.api import generate
 

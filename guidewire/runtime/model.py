@@ -67,18 +67,41 @@ def _new_cache(module):
         return DynamicCache()
 
 
+def _static_decoder(module, device: torch.device, static: bool | None):
+    """The sequence's :class:`~guidewire.runtime.static_cache.StaticDecoder`, or None (a dynamic
+    cache): on CUDA unless ``GUIDEWIRE_CUDA_GRAPHS=0``, or wherever ``static`` is True; never for
+    models with sliding-window layers (their static layers keep a host-side position)."""
+    import os
+
+    if static is None:
+        static = device.type == "cuda" and os.environ.get("GUIDEWIRE_CUDA_GRAPHS", "1") != "0"
+    if not static:
+        return None
+    from .static_cache import StaticDecoder, static_cache_tokens
+
+    if getattr(module.config, "sliding_window", None) or getattr(module.config, "layer_types", None) and any(
+            t != "full_attention" for t in module.config.layer_types):
+        return None
+    return StaticDecoder(module, static_cache_tokens(module), graph=device.type == "cuda")
+
+
 class HFModel:
     """:class:`Model` over a Hugging Face causal LM with an explicit ``DynamicCache``.
 
     Forks share the weights and deep-copy the cache. ``truncate`` crops the cache; where a cache
     layer cannot be cropped (a sliding window already filled) the kept tokens are re-prefilled.
+    On a CUDA device the sequence keeps a preallocated cache instead and replays its one-token
+    step as a CUDA graph (:mod:`guidewire.runtime.static_cache`; ``static=False`` or
+    ``GUIDEWIRE_CUDA_GRAPHS=0`` turns it off, ``static=True`` forces it, eagerly, on any device);
+    its forks, and a sequence that outgrows the cache, go on with a dynamic cache.
     """
 
-    def __init__(self, module, *, vocab_size: int | None = None):
+    def __init__(self, module, *, vocab_size: int | None = None, static: bool | None = None):
         self.module = module
         self.vocab_size = int(vocab_size or logits_width(module))
         self.device = next(module.parameters()).device
         self._cache = _new_cache(module)
+        self._static = _static_decoder(module, self.device, static)
         self._tokens: list[int] = []
         self.calls = 0
 
@@ -96,6 +119,15 @@ class HFModel:
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise ValueError("step/prefill needs at least one token")
+        static = self._static
+        if static is not None:
+            if len(self._tokens) + len(tokens) <= static.max_len:
+                logits = static.forward(tokens, len(self._tokens), last_only)
+                self.calls += 1
+                self._tokens.extend(tokens)
+                return fit_logits(logits, self.vocab_size)
+            self._cache = static.to_dynamic(len(self._tokens))   # outgrown: on with a dynamic cache
+            self._static = None
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         with torch.no_grad():
             out = self.module(input_ids=ids, past_key_values=self._cache, use_cache=True,
@@ -107,7 +139,8 @@ class HFModel:
 
     def prefill(self, tokens: Sequence[int], last_only: bool = False) -> torch.Tensor:
         """Reset the cache and run ``tokens``; logits for every position (or the last)."""
-        self._cache = _new_cache(self.module)
+        if self._static is None:
+            self._cache = _new_cache(self.module)
         self._tokens = []
         return self._forward(tokens, last_only)
 
@@ -119,7 +152,11 @@ class HFModel:
         """An independent copy sharing the weights."""
         other = HFModel.__new__(HFModel)
         other.module, other.vocab_size, other.device = self.module, self.vocab_size, self.device
-        other._cache = copy.deepcopy(self._cache)
+        other._static = None
+        if self._static is not None:
+            other._cache = self._static.to_dynamic(len(self._tokens))
+        else:
+            other._cache = copy.deepcopy(self._cache)
         other._tokens = list(self._tokens)
         other.calls = 0
         return other
@@ -130,6 +167,9 @@ class HFModel:
         if length < 0 or remove < 0:
             raise ValueError(f"cannot truncate a sequence of {self.length} tokens to {length}")
         if remove == 0:
+            return
+        if self._static is not None:   # positions past the length are never seen (causal mask)
+            self._tokens = self._tokens[:length]
             return
         try:
             self._cache.crop(-remove)
