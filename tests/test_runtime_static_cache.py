@@ -73,3 +73,20 @@ def test_static_is_off_on_the_cpu_by_default_and_when_disabled(smol_model, monke
     assert HFModel(smol_model.module, static=None)._static is None
     with pytest.raises(ValueError, match="at least one token"):
         HFModel(smol_model.module, static=True).prefill([])
+
+
+def test_a_dropped_sequence_gives_its_cache_to_the_next(smol_model):
+    """The next sequence reuses the dropped one's decoder (its cache and, on CUDA, its graph), and
+    the first sequence's positions do not leak into it."""
+    ids = smol_model.encode_prompt("Name a colour.")
+    first = HFModel(smol_model.module, static=True)
+    first.prefill(ids + [5, 6, 7, 8, 9], last_only=True)
+    dec = first._static
+    del first                                      # the finalizer returns the decoder to the pool
+    second = HFModel(smol_model.module, static=True)
+    assert second._static is dec
+    dyn = HFModel(smol_model.module)
+    _close(second.prefill(ids[:6], last_only=True), dyn.prefill(ids[:6], last_only=True))
+    _close(second.step([11], last_only=True), dyn.step([11], last_only=True))
+    third = HFModel(smol_model.module, static=True)   # the pool is empty while second lives
+    assert third._static is not dec

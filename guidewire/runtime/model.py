@@ -9,6 +9,7 @@ positions. Logits are returned as float32 CPU-or-device tensors of width ``vocab
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
@@ -77,12 +78,12 @@ def _static_decoder(module, device: torch.device, static: bool | None):
         static = device.type == "cuda" and os.environ.get("GUIDEWIRE_CUDA_GRAPHS", "1") != "0"
     if not static:
         return None
-    from .static_cache import StaticDecoder, static_cache_tokens
+    from .static_cache import acquire, static_cache_tokens
 
     if getattr(module.config, "sliding_window", None) or getattr(module.config, "layer_types", None) and any(
             t != "full_attention" for t in module.config.layer_types):
         return None
-    return StaticDecoder(module, static_cache_tokens(module), graph=device.type == "cuda")
+    return acquire(module, static_cache_tokens(module), graph=device.type == "cuda")
 
 
 class HFModel:
@@ -102,6 +103,10 @@ class HFModel:
         self.device = next(module.parameters()).device
         self._cache = _new_cache(module)
         self._static = _static_decoder(module, self.device, static)
+        if self._static is not None:   # back to the pool when this sequence is dropped
+            from .static_cache import release
+
+            weakref.finalize(self, release, module, self._static)
         self._tokens: list[int] = []
         self.calls = 0
 

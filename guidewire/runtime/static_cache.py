@@ -14,11 +14,14 @@ left (after a prefill, a truncation, the capture).
 :class:`StaticDecoder` is used by :class:`~guidewire.runtime.model.HFModel` on CUDA devices
 (``GUIDEWIRE_CUDA_GRAPHS=0`` keeps the dynamic cache; ``GUIDEWIRE_STATIC_CACHE_TOKENS`` sizes
 the cache). Steps of several tokens (prefill, speculative verification) run eagerly on the same
-cache. A fork gets an ordinary dynamic cache holding a copy of the kept positions.
+cache. A fork gets an ordinary dynamic cache holding a copy of the kept positions. A dropped
+sequence's decoder (cache and graph) is kept for the next sequence of the same model
+(:func:`acquire` / :func:`release`, at most :data:`POOL_SIZE` idle), so capturing is paid once.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Sequence
 
 import torch
@@ -27,6 +30,30 @@ from ..core.limits import env_number
 
 STATIC_CACHE_TOKENS = 4096   # default cache length (positions) of a sequence on a CUDA device
 WARMUP_STEPS = 2             # eager runs of the step on a side stream before it is captured
+POOL_SIZE = 4                # idle decoders (cache + graph) kept per model for the next sequences
+
+_POOL_ATTR = "_guidewire_static_decoders"   # the idle decoders, kept on the module itself (a cycle
+_pool_lock = threading.Lock()               # the collector frees with the module, unlike a global map)
+
+
+def acquire(module, max_len: int, *, graph: bool) -> "StaticDecoder":
+    """An idle decoder of ``module`` with ``max_len`` positions (its cache and captured graph
+    reused: a sequence's first token then costs no capture), or a new one."""
+    with _pool_lock:
+        idle = module.__dict__.get(_POOL_ATTR, [])
+        for i, dec in enumerate(idle):
+            if dec.max_len == max_len and dec.graph_wanted_at_start == graph:
+                return idle.pop(i)
+    return StaticDecoder(module, max_len, graph=graph)
+
+
+def release(module, decoder: "StaticDecoder") -> None:
+    """Give ``decoder`` back for the next sequence of ``module`` (dropped past :data:`POOL_SIZE`).
+    Its stale positions are never seen: a sequence starts with a prefill from position 0."""
+    with _pool_lock:
+        idle = module.__dict__.setdefault(_POOL_ATTR, [])
+        if len(idle) < POOL_SIZE:
+            idle.append(decoder)
 
 
 def static_cache_tokens(module) -> int:
@@ -53,6 +80,7 @@ class StaticDecoder:
         self.device = next(module.parameters()).device
         self.cache = StaticCache(config=module.config, max_cache_len=self.max_len)
         self.graph_wanted = graph and self.device.type == "cuda"
+        self.graph_wanted_at_start = graph
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_error: str | None = None
         self.replays = 0
@@ -95,7 +123,8 @@ class StaticDecoder:
             self._counter = None
             self._at(last)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph), torch.no_grad():
+            # thread-local: other threads' work on the device neither breaks nor joins the capture
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"), torch.no_grad():
                 self._out = self._run(self._ids, self._pos, True)
             self.graph = graph
         except Exception as exc:  # noqa: BLE001 - any capture failure: stay eager, say why
