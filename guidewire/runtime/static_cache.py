@@ -145,6 +145,7 @@ class StaticDecoder:
                 self._at(start)
                 self._ids.fill_(int(tokens[0]))
                 self._pos.fill_(start)
+                self._counter = None        # unknown until the step has run (it may raise)
                 self.graph.replay()
                 self._counter = start + 1
                 self.replays += 1
@@ -152,6 +153,7 @@ class StaticDecoder:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
         pos = torch.arange(start, start + n, dtype=torch.long, device=self.device)
         self._at(start)
+        self._counter = None                # a step that raises leaves the counters unknown
         with torch.no_grad():
             out = self._run(ids, pos, last_only)
         self._counter = start + n
