@@ -84,8 +84,8 @@ def main(argv=None) -> int:
         rows = {case: run_case(lm, dev, kw, args.repeat) for case, kw in CASES.items()}
         seq = lm.sequence()
         out["devices"][name] = {"load_s": round(load_s, 2), "cases": rows,
-                                "static_cache": seq._static is not None,
-                                "graph_error": None if seq._static is None else seq._static.graph_error}
+                                "static_cache": seq.static_decoder is not None,
+                                "graph_error": None if seq.static_decoder is None else seq.static_decoder.graph_error}
         for case, r in rows.items():
             print(f"{name:5s} {case:26s} {r['wall_s_median'] * 1e3:9.1f} ms (max {r['wall_s_max'] * 1e3:.1f}) "
                   f"{r['tokens']:4d} tokens {r['tokens_per_s']} tok/s  {r['model_calls']} calls  {r['finish']}",

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     g = lm.sequence()
     g.prefill(ids, last_only=True)
     g.step([ids[-1]], last_only=True)            # captures the graph
-    out["graph_error"] = g._static.graph_error
+    out["graph_error"] = g.static_decoder.graph_error
     n0 = g.length
 
     def graphed():
@@ -60,8 +60,8 @@ def main(argv=None) -> int:
             g.truncate(n0)
     out["graphed_step_ms"] = _per_step_ms(graphed, args.steps)
     out["clocks_busy"] = _clocks()
-    if g._static.graph is not None:
-        out["replay_only_ms"] = _per_step_ms(g._static.graph.replay, args.steps)
+    if g.static_decoder.graph is not None:
+        out["replay_only_ms"] = _per_step_ms(g.static_decoder.graph.replay, args.steps)
     e = HFModel(lm.module, static=False)
     e.prefill(ids, last_only=True)
     m0 = e.length

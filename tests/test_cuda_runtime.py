@@ -72,7 +72,7 @@ def test_the_graphed_step_matches_the_eager_one(gpu_model, cpu_model):
     g = gpu_model.sequence()
     c = cpu_model.sequence()
     if torch.device(DEVICE).type == "cuda":
-        assert g._static is not None
+        assert g.static_decoder is not None
     _check = lambda a, b: float((a.cpu() - b).abs().max()) <= ATOL   # noqa: E731
     assert _check(g.prefill(ids, last_only=True), c.prefill(ids, last_only=True))
     tok = ids[-1]
@@ -87,9 +87,9 @@ def test_the_graphed_step_matches_the_eager_one(gpu_model, cpu_model):
     assert _check(fork.step([5, 6]), cfork.step([5, 6]))
     assert _check(g.step([9], last_only=True), c.step([9], last_only=True))
     if torch.device(DEVICE).type == "cuda":
-        assert g._static.graph_error is None and g._static.replays >= 12
+        assert g.static_decoder.graph_error is None and g.static_decoder.replays >= 12
         eager = HFModel(gpu_model.module, static=False)
-        assert eager._static is None
+        assert eager.static_decoder is None
         assert _check(eager.prefill(ids, last_only=True), c.prefill(ids, last_only=True))
 
 

@@ -26,7 +26,7 @@ def test_static_cache_matches_the_dynamic_one(smol_model):
     ids = smol_model.encode_prompt("Name three rivers in Europe.")
     dyn = HFModel(smol_model.module)
     sta = HFModel(smol_model.module, static=True)
-    assert dyn._static is None and sta._static is not None
+    assert dyn.static_decoder is None and sta.static_decoder is not None
     _close(sta.prefill(ids), dyn.prefill(ids))
     toks = []
     for _ in range(6):                                  # one-token steps
@@ -43,7 +43,7 @@ def test_static_cache_matches_the_dynamic_one(smol_model):
     _close(sta.step([11, 12], last_only=True), dyn.step([11, 12], last_only=True))
     # a fork is an independent dynamic copy; the original goes on on its static cache
     f = sta.fork()
-    assert f._static is None and f.tokens == sta.tokens
+    assert f.static_decoder is None and f.tokens == sta.tokens
     _close(f.step([5], last_only=True), dyn.fork().step([5], last_only=True))
     _close(sta.step([13], last_only=True), dyn.step([13], last_only=True))
     # prefill again reuses the cache: positions from the first sequence are overwritten or unseen
@@ -58,19 +58,19 @@ def test_a_sequence_that_outgrows_the_static_cache_goes_on(smol_model, monkeypat
     assert len(ids) < 48
     dyn = HFModel(smol_model.module)
     sta = HFModel(smol_model.module, static=True)
-    assert sta._static.max_len == 48
+    assert sta.static_decoder.max_len == 48
     _close(sta.prefill(ids, last_only=True), dyn.prefill(ids, last_only=True))
     steps = 0
     while dyn.length < 56:
         _close(sta.step([42], last_only=True), dyn.step([42], last_only=True))
         steps += 1
-    assert sta._static is None and sta.length == dyn.length == 56 and steps == 56 - len(ids)
+    assert sta.static_decoder is None and sta.length == dyn.length == 56 and steps == 56 - len(ids)
 
 
 def test_static_is_off_on_the_cpu_by_default_and_when_disabled(smol_model, monkeypatch):
-    assert HFModel(smol_model.module)._static is None
+    assert HFModel(smol_model.module).static_decoder is None
     monkeypatch.setenv("GUIDEWIRE_CUDA_GRAPHS", "0")
-    assert HFModel(smol_model.module, static=None)._static is None
+    assert HFModel(smol_model.module, static=None).static_decoder is None
     with pytest.raises(ValueError, match="at least one token"):
         HFModel(smol_model.module, static=True).prefill([])
 
@@ -81,12 +81,12 @@ def test_a_dropped_sequence_gives_its_cache_to_the_next(smol_model):
     ids = smol_model.encode_prompt("Name a colour.")
     first = HFModel(smol_model.module, static=True)
     first.prefill(ids + [5, 6, 7, 8, 9], last_only=True)
-    dec = first._static
+    dec = first.static_decoder
     del first                                      # the finalizer returns the decoder to the pool
     second = HFModel(smol_model.module, static=True)
-    assert second._static is dec
+    assert second.static_decoder is dec
     dyn = HFModel(smol_model.module)
     _close(second.prefill(ids[:6], last_only=True), dyn.prefill(ids[:6], last_only=True))
     _close(second.step([11], last_only=True), dyn.step([11], last_only=True))
     third = HFModel(smol_model.module, static=True)   # the pool is empty while second lives
-    assert third._static is not dec
+    assert third.static_decoder is not dec

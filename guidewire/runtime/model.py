@@ -116,6 +116,12 @@ class HFModel:
         return len(self._tokens)
 
     @property
+    def static_decoder(self):
+        """The :class:`~guidewire.runtime.static_cache.StaticDecoder` this sequence decodes with
+        (its ``graph``, ``graph_error``, ``replays``), or None on a dynamic cache."""
+        return self._static
+
+    @property
     def tokens(self) -> list[int]:
         """A copy of the sequence's token ids."""
         return list(self._tokens)
