@@ -37,6 +37,18 @@ def _per_step_ms(fn, steps: int) -> float:
     return (time.perf_counter() - t0) / steps * 1e3
 
 
+def _stepper(model, token: int, span: int = 50):
+    """One-token steps of ``model`` (already prefilled), truncated back every ``span`` tokens so
+    every step attends to about the same length."""
+    base = model.length
+
+    def step():
+        model.step([token], last_only=True)
+        if model.length > base + span:
+            model.truncate(base)
+    return step
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
@@ -52,24 +64,13 @@ def main(argv=None) -> int:
     g.prefill(ids, last_only=True)
     g.step([ids[-1]], last_only=True)            # captures the graph
     out["graph_error"] = g.static_decoder.graph_error
-    n0 = g.length
-
-    def graphed():
-        g.step([ids[-1]], last_only=True)
-        if g.length > n0 + 50:
-            g.truncate(n0)
-    out["graphed_step_ms"] = _per_step_ms(graphed, args.steps)
+    out["graphed_step_ms"] = _per_step_ms(_stepper(g, ids[-1]), args.steps)
     out["clocks_busy"] = _clocks()
     if g.static_decoder.graph is not None:
         out["replay_only_ms"] = _per_step_ms(g.static_decoder.graph.replay, args.steps)
     e = HFModel(lm.module, static=False)
     e.prefill(ids, last_only=True)
-    m0 = e.length
-
-    def eager():
-        e.step([ids[-1]], last_only=True)
-        if e.length > m0 + 50:
-            e.truncate(m0)
+    eager = _stepper(e, ids[-1])
     out["eager_step_ms"] = _per_step_ms(eager, args.steps)
     from torch.profiler import ProfilerActivity, profile
 
