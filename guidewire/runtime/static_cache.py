@@ -1,15 +1,16 @@
 """One sequence's KV cache preallocated on the device, and a CUDA graph of its one-token step.
 
-Eager decoding of a small model on a GPU is bound by kernel launches: SmolLM2-135M runs ~30
-layers of a dozen kernels each, and on the H200 this was first measured on a token took 26 ms
-where the arithmetic takes well under one. A ``StaticCache`` keeps the cache tensors at fixed
-addresses, so the one-token step (ids, position, cache in place, logits out) can be captured
-once as a CUDA graph and replayed per token: one launch instead of hundreds. Positions past the
-sequence's length hold stale keys that the causal mask (built from ``cache_position``) never
-lets a query see, so truncating is forgetting the length, and prefill simply overwrites. The
-cache writes where each layer's device-side counter (``cumulative_length``) says, and the graph
-advances it; it is set to the step's position whenever that differs from what the last step
-left (after a prefill, a truncation, the capture).
+Eager decoding of a small model on a GPU is bound by kernel launches: SmolLM2-135M in float32
+runs ~1,400 kernels a token (30 layers, ~46 each), and on the H200 it was first measured on an
+eager token took ~24 ms where the kernels' own GPU time is ~2.3 ms (``bench/cuda_step_profile.py``).
+A ``StaticCache`` keeps the cache tensors at fixed addresses, so the one-token step (ids,
+position, cache in place, logits out) can be captured once as a CUDA graph and replayed per
+token: one launch instead of ~1,400 (16.5 ms a token there: each graph node still costs that
+virtualised GPU ~12 us). Positions past the sequence's length hold stale keys that the causal
+mask (built from ``cache_position``) never lets a query see, so truncating is forgetting the
+length, and prefill simply overwrites. The cache writes where each layer's device-side counter
+(``cumulative_length``) says, and the graph advances it; it is set to the step's position
+whenever that differs from what the last step left (after a prefill, a truncation, the capture).
 
 :class:`StaticDecoder` is used by :class:`~guidewire.runtime.model.HFModel` on CUDA devices
 (``GUIDEWIRE_CUDA_GRAPHS=0`` keeps the dynamic cache; ``GUIDEWIRE_STATIC_CACHE_TOKENS`` sizes
