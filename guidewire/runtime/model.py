@@ -9,6 +9,7 @@ positions. Logits are returned as float32 CPU-or-device tensors of width ``vocab
 from __future__ import annotations
 
 import copy
+import os
 import weakref
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -68,21 +69,23 @@ def _new_cache(module):
         return DynamicCache()
 
 
+def _full_attention_only(config) -> bool:
+    """Whether every layer of the model attends to the whole sequence (no sliding window)."""
+    if getattr(config, "sliding_window", None):
+        return False
+    return all(t == "full_attention" for t in getattr(config, "layer_types", None) or ())
+
+
 def _static_decoder(module, device: torch.device, static: bool | None):
     """The sequence's :class:`~guidewire.runtime.static_cache.StaticDecoder`, or None (a dynamic
     cache): on CUDA unless ``GUIDEWIRE_CUDA_GRAPHS=0``, or wherever ``static`` is True; never for
     models with sliding-window layers (their static layers keep a host-side position)."""
-    import os
-
     if static is None:
         static = device.type == "cuda" and os.environ.get("GUIDEWIRE_CUDA_GRAPHS", "1") != "0"
-    if not static:
+    if not static or not _full_attention_only(module.config):
         return None
     from .static_cache import acquire, static_cache_tokens
 
-    if getattr(module.config, "sliding_window", None) or getattr(module.config, "layer_types", None) and any(
-            t != "full_attention" for t in module.config.layer_types):
-        return None
     return acquire(module, static_cache_tokens(module), graph=device.type == "cuda")
 
 
@@ -101,8 +104,8 @@ class HFModel:
         self.module = module
         self.vocab_size = int(vocab_size or logits_width(module))
         self.device = next(module.parameters()).device
-        self._cache = _new_cache(module)
         self._static = _static_decoder(module, self.device, static)
+        self._cache = _new_cache(module) if self._static is None else None   # made if it is outgrown
         if self._static is not None:   # back to the pool when this sequence is dropped
             from .static_cache import release
 

@@ -187,6 +187,8 @@ class SegmentSearch:
         """The tokens to emit now (empty: no segment here, sample as usual)."""
         if not segment_open(constraint):
             return []
+        if self.closing is not None and self.closing.device != logits.device:
+            self.closing = self.closing.to(logits.device)   # once, where the model's logits are
         res = best_segment(model, constraint, logits, vocab=self.vocab, top_k=self.top_k,
                            max_expansions=self.max_expansions, max_tokens=self.max_tokens,
                            closing=self.closing, candidates=self.candidates)
