@@ -14,38 +14,11 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    Py_buffer view;
-    int held;
-} Buf;
+#include "_native_buf.h"
 
-static int get_buf(PyObject *obj, Buf *b, const char *name, Py_ssize_t itemsize, int writable) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    b->held = 0;
-    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
-    b->held = 1;
-    /* integers (or bools for 1-byte items) of the right width: the format's last character */
-    const char *f = b->view.format ? b->view.format : "B";
-    char c = f[strlen(f) > 0 ? strlen(f) - 1 : 0];
-    int ok = b->view.itemsize == itemsize && b->view.ndim <= 2;
-    if (itemsize == 8) ok = ok && (c == 'q' || c == 'l' || c == 'Q' || c == 'L');
-    else if (itemsize == 4) ok = ok && (c == 'i' || c == 'I' || c == 'l' || c == 'L');
-    else if (itemsize == 2) ok = ok && (c == 'h' || c == 'H');
-    else ok = ok && (c == '?' || c == 'B' || c == 'b');
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous array of %zd-byte integers, got format '%s'",
-                     name, itemsize, f);
-        return -1;
-    }
-    return 0;
-}
+/* the trie walk of a token table (_native_trie.c) */
+PyObject *native_trie_walk(PyObject *self, PyObject *args);
 
-static void release(Buf *b) {
-    if (b->held) PyBuffer_Release(&b->view);
-    b->held = 0;
-}
-
-#define LEN(b, sz) ((b).view.len / (sz))
 
 /* ---------------------------------------------------------------------------------------------
  * sweep(offsets, lo, end, dst, movers) -> (runs, n_edges)
@@ -1248,6 +1221,7 @@ static PyMethodDef methods[] = {
     {"determinize", native_determinize, METH_VARARGS, "Subset construction of a fresh lexer DFA (see ByteDFA.build_all)."},
     {"slice_scan", native_slice_scan, METH_VARARGS, "Count (and longest) of the candidates that are short slice members."},
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
+    {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

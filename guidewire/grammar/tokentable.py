@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from . import tabletuning as tuning
 from .dfamirror import DfaMirror
 from .lexer import DEAD, START, ByteDFA
 from .lexer import concat_ranges as _ranges
 from .tablearrays import _add_row, _distinct, _flatnonzero, _row_of, ids_row, rows_by_group
 from .tablegroups import TokenGrouping
+from .tabletrie import TrieTables, token_trie
 from .tableshortcuts import InheritanceShortcuts
 from .tablewalk import TokenWalker, _small_walk
 from .vocabindex import (
@@ -85,7 +87,7 @@ def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
 
 
 # -- per-grammar builder ---------------------------------------------------------------------------
-class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
+class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, TrieTables):
     """Builds :class:`TokenTable` s for one lexer DFA and vocabulary (caches per-DFA arrays).
 
     Works on a partially determinised DFA too (rows are computed as the walk needs them);
@@ -93,6 +95,11 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
     the shortcuts in :class:`InheritanceShortcuts`, the walk in :class:`TokenWalker` and the
     grouping in :class:`TokenGrouping`; this class puts a table together.
     """
+
+    def __init__(self, dfa: ByteDFA, vocab, lookup=None):
+        super().__init__(dfa, vocab, lookup)
+        if lookup is not None and native.module() is not None:
+            token_trie(vocab)   # once per vocabulary, with the layout: not inside a first mask
 
     def first_byte_row(self, first: np.ndarray) -> np.ndarray:
         """Bitmask row of the ordinary tokens whose first byte is in the 256-bool set ``first``.
@@ -134,6 +141,11 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping):
             row = row.copy()
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
+        if not base:    # a few bytes from a hub or START: the trie walk visits only where they differ
+            got = self._trie_table(q, row)
+            if got is not None:
+                groups, masks, inherit = got
+                return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
         few = self._few_candidates(row)
         if few is not None:     # a handful of tokens: no shortcut pays for its own checks
             cand, first, ptr, ends = few

@@ -1,0 +1,42 @@
+/* Buffer-protocol helpers shared by the C sources of guidewire.grammar._native. */
+#ifndef GUIDEWIRE_NATIVE_BUF_H
+#define GUIDEWIRE_NATIVE_BUF_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static inline int get_buf(PyObject *obj, Buf *b, const char *name, Py_ssize_t itemsize, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
+    b->held = 1;
+    /* integers (or bools for 1-byte items) of the right width: the format's last character */
+    const char *f = b->view.format ? b->view.format : "B";
+    char c = f[strlen(f) > 0 ? strlen(f) - 1 : 0];
+    int ok = b->view.itemsize == itemsize && b->view.ndim <= 2;
+    if (itemsize == 8) ok = ok && (c == 'q' || c == 'l' || c == 'Q' || c == 'L');
+    else if (itemsize == 4) ok = ok && (c == 'i' || c == 'I' || c == 'l' || c == 'L');
+    else if (itemsize == 2) ok = ok && (c == 'h' || c == 'H');
+    else ok = ok && (c == '?' || c == 'B' || c == 'b');
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous array of %zd-byte integers, got format '%s'",
+                     name, itemsize, f);
+        return -1;
+    }
+    return 0;
+}
+
+static inline void release(Buf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
+#define LEN(b, sz) ((b).view.len / (sz))
+
+#endif

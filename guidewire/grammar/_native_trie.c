@@ -1,0 +1,329 @@
+/* guidewire.grammar._native: the token-trie walk of a lexer state's token table.
+ *
+ * trie_walk(node_byte, node_depth, node_end, node_tok, toks, max_depth,
+ *           ext, copied, emit, alive_id, q, refs, first, inh, words,
+ *           gid, tok, miss, budget) -> (status, n_tok, n_miss, nodes, groups)
+ *
+ * The vocabulary's ordinary tokens as a trie in preorder (tabletrie.TokenTrie): node k holds
+ * byte node_byte[k] at depth node_depth[k] (1 for a first byte), its subtree is k..node_end[k]-1,
+ * and the tokens that end at node k are toks[node_tok[k]:node_tok[k + 1]] (so the tokens of
+ * k's subtree are toks[node_tok[k]:node_tok[node_end[k]]]).
+ *
+ * The walk runs every first byte b with first[b] set from lexer state q, depth first, with
+ * maximal munch restarts at START (a byte that kills an accepting state ends its lexeme).
+ * Beside it, each reference state refs[r] (START or a self-loop hub) is walked over the same
+ * bytes while neither walk has ended a lexeme; where the two reach the same state, or both end
+ * their lexemes at the same byte with the same terminal set (both restart at START with it),
+ * every token below reads the same from q as from refs[r], so the subtree is skipped and its
+ * tokens set in the bitmask row inh[r] (inherited). Every other token that ends alive gets a
+ * group id by (lexemes completed, alive-set id of its final state); tok[i] / gid[i] list them.
+ * groups is the list of (lexemes tuple, alive id) in group order.
+ *
+ * A state whose transition row is not in the mirror (copied[s] false) cannot be walked: its
+ * subtree is skipped and s listed in miss (n_miss of them, at most its length: any n_miss > 0
+ * means the walk is incomplete); the caller makes those rows and walks again. status -1: more than ``budget`` nodes, or more walked tokens than tok holds
+ * (the caller falls back to the vectorised walk). nodes: the nodes visited.
+ *
+ * The reference is the vectorised table build (tokentable.TableBuilder without this module)
+ * and, per token, tokentable.walk_token; the tests compare them.
+ */
+#include "_native_buf.h"
+#include <stdlib.h>
+
+#define T_DEAD 0
+#define T_START 1
+#define T_ROW 257
+
+typedef struct {
+    int64_t *pool; size_t pool_len, pool_cap;   /* lexemes of every group, back to back */
+    int64_t *off, *len, *alive; size_t n, cap;  /* per group */
+    int64_t *slot; size_t scap;                 /* open addressing: group ids, -1 empty */
+} Groups;
+
+static uint64_t group_hash(const int64_t *lex, int64_t n, int64_t alive) {
+    uint64_t h = 1469598103934665603ULL;
+    h = (h ^ (uint64_t)n) * 1099511628211ULL;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)(lex[i] + 1)) * 1099511628211ULL;
+    h = (h ^ (uint64_t)alive) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static int groups_init(Groups *g) {
+    memset(g, 0, sizeof(*g));
+    g->pool_cap = 64; g->cap = 16; g->scap = 64;
+    g->pool = malloc(g->pool_cap * sizeof(int64_t));
+    g->off = malloc(g->cap * sizeof(int64_t));
+    g->len = malloc(g->cap * sizeof(int64_t));
+    g->alive = malloc(g->cap * sizeof(int64_t));
+    g->slot = malloc(g->scap * sizeof(int64_t));
+    if (!g->pool || !g->off || !g->len || !g->alive || !g->slot) return -1;
+    for (size_t i = 0; i < g->scap; i++) g->slot[i] = -1;
+    return 0;
+}
+
+static void groups_free(Groups *g) {
+    free(g->pool); free(g->off); free(g->len); free(g->alive); free(g->slot);
+}
+
+static int same_group(const Groups *g, int64_t id, const int64_t *lex, int64_t n, int64_t alive) {
+    if (g->len[id] != n || g->alive[id] != alive) return 0;
+    return n == 0 || memcmp(g->pool + g->off[id], lex, (size_t)n * sizeof(int64_t)) == 0;
+}
+
+/* the group id of (lex[:n], alive), made if new; -1 when out of memory */
+static int64_t group_of(Groups *g, const int64_t *lex, int64_t n, int64_t alive) {
+    size_t at = (size_t)group_hash(lex, n, alive) & (g->scap - 1);
+    for (;;) {
+        int64_t id = g->slot[at];
+        if (id < 0) break;
+        if (same_group(g, id, lex, n, alive)) return id;
+        at = (at + 1) & (g->scap - 1);
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap * 2;
+        int64_t *off = realloc(g->off, cap * sizeof(int64_t));
+        if (!off) return -1;
+        g->off = off;
+        int64_t *len = realloc(g->len, cap * sizeof(int64_t));
+        if (!len) return -1;
+        g->len = len;
+        int64_t *al = realloc(g->alive, cap * sizeof(int64_t));
+        if (!al) return -1;
+        g->alive = al;
+        g->cap = cap;
+    }
+    if (g->pool_len + (size_t)n > g->pool_cap) {
+        size_t cap = (g->pool_cap + (size_t)n) * 2;
+        int64_t *pool = realloc(g->pool, cap * sizeof(int64_t));
+        if (!pool) return -1;
+        g->pool = pool;
+        g->pool_cap = cap;
+    }
+    int64_t id = (int64_t)g->n++;
+    g->off[id] = (int64_t)g->pool_len;
+    g->len[id] = n;
+    g->alive[id] = alive;
+    if (n) memcpy(g->pool + g->pool_len, lex, (size_t)n * sizeof(int64_t));
+    g->pool_len += (size_t)n;
+    g->slot[at] = id;
+    if (g->n * 2 > g->scap) {   /* rehash into twice the slots */
+        size_t scap = g->scap * 2;
+        int64_t *slot = malloc(scap * sizeof(int64_t));
+        if (!slot) return -1;
+        for (size_t i = 0; i < scap; i++) slot[i] = -1;
+        for (size_t j = 0; j < g->n; j++) {
+            size_t to = (size_t)group_hash(g->pool + g->off[j], g->len[j], g->alive[j]) & (scap - 1);
+            while (slot[to] >= 0) to = (to + 1) & (scap - 1);
+            slot[to] = (int64_t)j;
+        }
+        free(g->slot);
+        g->slot = slot;
+        g->scap = scap;
+    }
+    return id;
+}
+
+static PyObject *groups_list(const Groups *g) {
+    PyObject *out = PyList_New((Py_ssize_t)g->n);
+    if (!out) return NULL;
+    for (size_t j = 0; j < g->n; j++) {
+        PyObject *lex = PyTuple_New((Py_ssize_t)g->len[j]);
+        if (!lex) { Py_DECREF(out); return NULL; }
+        for (int64_t i = 0; i < g->len[j]; i++) {
+            PyObject *v = PyLong_FromLongLong(g->pool[g->off[j] + i]);
+            if (!v) { Py_DECREF(lex); Py_DECREF(out); return NULL; }
+            PyTuple_SET_ITEM(lex, i, v);
+        }
+        PyObject *item = Py_BuildValue("(NL)", lex, (long long)g->alive[j]);
+        if (!item) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, (Py_ssize_t)j, item);
+    }
+    return out;
+}
+
+/* set the bits of toks[lo:hi] in row (a subtree's tokens, inherited); -1 with IndexError if one is out of range */
+static int inherit_subtree(uint32_t *row, const int64_t *toks, int32_t lo, int32_t hi, Py_ssize_t words) {
+    for (int32_t i = lo; i < hi; i++) {
+        int64_t t = toks[i];
+        if (t < 0 || (t >> 5) >= words) {
+            PyErr_Format(PyExc_IndexError, "trie_walk: token %lld out of range", (long long)t);
+            return -1;
+        }
+        row[t >> 5] |= (uint32_t)1 << (t & 31);
+    }
+    return 0;
+}
+
+PyObject *native_trie_walk(PyObject *self, PyObject *args) {
+    PyObject *o_byte, *o_depth, *o_end, *o_ntok, *o_toks, *o_ext, *o_copied, *o_emit, *o_alive;
+    PyObject *o_refs, *o_first, *o_inh, *o_gid, *o_tok, *o_miss;
+    Py_ssize_t max_depth, words, budget;
+    long long q;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOn", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
+                          &o_ext, &o_copied, &o_emit, &o_alive, &q, &o_refs, &o_first, &o_inh, &words,
+                          &o_gid, &o_tok, &o_miss, &budget))
+        return NULL;
+    Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
+    Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, miss = {0};
+    Groups groups;
+    int have_groups = 0;
+    memset(&groups, 0, sizeof(groups));
+    int64_t *st = NULL, *nl = NULL, *rs = NULL, *lexbuf = NULL;
+    PyObject *result = NULL;
+    if (get_buf(o_byte, &nbyte, "node_byte", 1, 0) || get_buf(o_depth, &ndepth, "node_depth", 4, 0) ||
+        get_buf(o_end, &nend, "node_end", 4, 0) || get_buf(o_ntok, &ntok, "node_tok", 4, 0) ||
+        get_buf(o_toks, &toks, "toks", 8, 0) || get_buf(o_ext, &ext, "ext", 8, 0) ||
+        get_buf(o_copied, &copied, "copied", 1, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
+        get_buf(o_alive, &alive, "alive_id", 8, 0) || get_buf(o_refs, &refs, "refs", 8, 0) ||
+        get_buf(o_first, &first, "first", 1, 0) || get_buf(o_inh, &inh, "inh", 4, 1) ||
+        get_buf(o_gid, &gid, "gid", 8, 1) || get_buf(o_tok, &tok, "tok", 8, 1) || get_buf(o_miss, &miss, "miss", 8, 1))
+        goto done;
+    Py_ssize_t N = LEN(nbyte, 1), n_toks = LEN(toks, 8), R = LEN(refs, 8);
+    Py_ssize_t n_states = LEN(ext, 8) / T_ROW;
+    if (LEN(copied, 1) < n_states) n_states = LEN(copied, 1);
+    if (LEN(emit, 8) < n_states) n_states = LEN(emit, 8);
+    if (LEN(alive, 8) < n_states) n_states = LEN(alive, 8);
+    Py_ssize_t cap = LEN(tok, 8), mcap = LEN(miss, 8);
+    if (LEN(ntok, 4) != N + 1) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
+        goto done;
+    }
+    if (LEN(ndepth, 4) != N || LEN(nend, 4) != N || LEN(ntok, 4) != N + 1 || LEN(first, 1) != 256 ||
+        LEN(gid, 8) != cap || words <= 0 || LEN(inh, 4) != R * words || max_depth < 0 || mcap < 1) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
+        goto done;
+    }
+    if (q <= T_DEAD || q >= n_states || n_states <= T_START) {
+        PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", q);
+        goto done;
+    }
+    const uint8_t *BYTE = nbyte.view.buf, *COPIED = copied.view.buf, *FIRST = first.view.buf;
+    const int32_t *DEPTH = ndepth.view.buf, *END = nend.view.buf, *NTOK = ntok.view.buf;
+    const int64_t *TOKS = toks.view.buf, *EXT = ext.view.buf, *EMIT = emit.view.buf, *ALIVE = alive.view.buf;
+    const int64_t *REFS = refs.view.buf;
+    uint32_t *INH = inh.view.buf;
+    int64_t *GID = gid.view.buf, *TOK = tok.view.buf, *MISS = miss.view.buf;
+    if (NTOK[0] != 0 || NTOK[N] != n_toks) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: node_tok does not cover toks");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < R; r++) {
+        if (REFS[r] <= T_DEAD || REFS[r] >= n_states || !COPIED[REFS[r]]) {
+            PyErr_Format(PyExc_ValueError, "trie_walk: reference state %lld is out of range or not mirrored",
+                         (long long)REFS[r]);
+            goto done;
+        }
+    }
+    if (!COPIED[q] || !COPIED[T_START]) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: the rows of q and START must be mirrored");
+        goto done;
+    }
+    Py_ssize_t levels = max_depth + 1;
+    st = malloc(levels * sizeof(int64_t));
+    nl = malloc(levels * sizeof(int64_t));
+    lexbuf = malloc(levels * sizeof(int64_t));
+    rs = malloc((levels * (R > 0 ? R : 1)) * sizeof(int64_t));
+    have_groups = 1;   /* groups_free is safe on a zeroed or partly made index */
+    if (!st || !nl || !lexbuf || !rs || groups_init(&groups)) { PyErr_NoMemory(); goto done; }
+    st[0] = q;
+    nl[0] = 0;
+    for (Py_ssize_t r = 0; r < R; r++) rs[r] = REFS[r];
+    Py_ssize_t n_out = 0, n_miss = 0, nodes = 0;
+    int status = 0;
+    Py_ssize_t k = 0;
+    while (k < N) {
+        int32_t d = DEPTH[k];
+        int b = BYTE[k];
+        Py_ssize_t stop = END[k];
+        if (d < 1 || d > max_depth || stop <= k || stop > N) {
+            PyErr_Format(PyExc_ValueError, "trie_walk: node %zd is malformed", k);
+            goto done;
+        }
+        if (d == 1 && !FIRST[b]) { k = stop; continue; }
+        if (++nodes > budget) { status = -1; break; }
+        int64_t s = st[d - 1], l = nl[d - 1];
+        int64_t ns = EXT[s * T_ROW + b];
+        int64_t *up = rs + (Py_ssize_t)(d - 1) * R, *here = rs + (Py_ssize_t)d * R;
+        if (ns < 0 || ns >= n_states) {
+            PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)ns);
+            goto done;
+        }
+        if (ns == T_DEAD) {   /* the byte ends the lexeme of s (if it can end) and starts a new one */
+            int64_t e = EMIT[s];
+            if (e < 0) { k = stop; continue; }
+            ns = EXT[T_START * T_ROW + b];
+            if (ns == T_DEAD) { k = stop; continue; }
+            if (ns < 0 || ns >= n_states) {
+                PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)ns);
+                goto done;
+            }
+            /* a reference whose lexeme ends at this same byte with the same terminals restarts
+             * at START with it too: every token below reads the same from both */
+            Py_ssize_t met = -1;
+            for (Py_ssize_t r = 0; r < R && met < 0; r++) {
+                int64_t p = up[r];
+                if (p >= 0 && EXT[p * T_ROW + b] == T_DEAD && EMIT[p] == e) met = r;
+            }
+            if (met >= 0) {
+                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words) < 0) goto done;
+                k = stop;
+                continue;
+            }
+            lexbuf[l++] = e;
+            for (Py_ssize_t r = 0; r < R; r++) here[r] = -1;   /* a lexeme ended: no reference meets */
+        } else {
+            Py_ssize_t met = -1;
+            for (Py_ssize_t r = 0; r < R; r++) {
+                int64_t p = up[r];
+                if (p < 0) { here[r] = -1; continue; }
+                int64_t x = EXT[p * T_ROW + b];
+                if (x == ns) { met = r; break; }
+                if (x < 0 || x >= n_states) {
+                    PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)x);
+                    goto done;
+                }
+                here[r] = x == T_DEAD ? -1 : x;   /* the reference's lexeme ended or died: it cannot meet */
+            }
+            if (met >= 0) {   /* the rest of every token below reads as from refs[met] */
+                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words) < 0) goto done;
+                k = stop;
+                continue;
+            }
+        }
+        int64_t a = ALIVE[ns];
+        if (a >= 0 && NTOK[k + 1] > NTOK[k]) {   /* tokens that end here, alive */
+            int64_t g = group_of(&groups, lexbuf, l, a);
+            if (g < 0) { PyErr_NoMemory(); goto done; }
+            for (int32_t i = NTOK[k]; i < NTOK[k + 1]; i++) {
+                if (n_out == cap) { status = -1; break; }
+                TOK[n_out] = TOKS[i];
+                GID[n_out++] = g;
+            }
+            if (status < 0) break;
+        }
+        if (stop == k + 1) { k = stop; continue; }   /* no children */
+        int blocked = !COPIED[ns];
+        if (blocked && n_miss < mcap) MISS[n_miss++] = ns;
+        for (Py_ssize_t r = 0; r < R; r++) {
+            if (here[r] >= 0 && !COPIED[here[r]]) {
+                if (n_miss < mcap) MISS[n_miss++] = here[r];
+                blocked = 1;
+            }
+        }
+        if (blocked) { k = stop; continue; }
+        st[d] = ns;
+        nl[d] = l;
+        k++;
+    }
+    PyObject *glist = groups_list(&groups);
+    if (!glist) goto done;
+    result = Py_BuildValue("(innnN)", status, n_out, n_miss, nodes, glist);
+done:
+    if (have_groups) groups_free(&groups);
+    free(st); free(nl); free(rs); free(lexbuf);
+    release(&nbyte); release(&ndepth); release(&nend); release(&ntok); release(&toks); release(&ext);
+    release(&copied); release(&emit); release(&alive); release(&refs); release(&first); release(&inh);
+    release(&gid); release(&tok); release(&miss);
+    return result;
+}

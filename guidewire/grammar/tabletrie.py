@@ -1,0 +1,173 @@
+"""The token trie of a vocabulary and the table path that walks it in C (``_native.trie_walk``).
+
+A lexer state that is neither ``START`` nor a hub is usually a few bytes away from one: a
+property-name trie inside a key string, an escape inside a string body. Its table then differs
+from the hub's in a handful of tokens, and the vectorised build finds them with a dozen array
+passes and several shortcuts (hundreds of numpy calls, the bulk of the slow masks). Here the
+vocabulary is walked as a trie, depth first, beside the walks from ``START`` and from the hubs
+one or two bytes away: a subtree whose walk meets a reference walk before either ends a lexeme
+reads as from that reference and is inherited whole, a dead one is skipped, and only the few
+nodes where the readings differ are visited (llguidance's trie walk with subtree skipping,
+applied to the table of a lexer state rather than to each mask). The vectorised build is the
+reference and the fallback (no compiled module, or a walk past :data:`~.tabletuning.TRIE_NODES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import native
+from . import tabletuning as tuning
+from .lexer import DEAD, START
+from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
+from .vocabindex import vocab_layout
+
+__all__ = ["TokenTrie", "token_trie"]
+
+_TRIE_KEY = "tokentable.trie"
+_MISS_SLOTS = 256
+
+
+@dataclass(frozen=True)
+class TokenTrie:
+    """The ordinary tokens of a vocabulary as a byte trie in preorder (lexicographic order).
+
+    Node ``k`` holds byte ``node_byte[k]`` at depth ``node_depth[k]`` (1: a first byte); its
+    subtree is the nodes ``k:node_end[k]``; the tokens ending at ``k`` are
+    ``toks[node_tok[k]:node_tok[k + 1]]`` (ids; several where byte strings repeat), so a
+    subtree's tokens are ``toks[node_tok[k]:node_tok[node_end[k]]]``. ``max_depth`` is the
+    longest token's length.
+    """
+
+    node_byte: np.ndarray
+    node_depth: np.ndarray
+    node_end: np.ndarray
+    node_tok: np.ndarray
+    toks: np.ndarray
+    max_depth: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays."""
+        return sum(a.nbytes for a in (self.node_byte, self.node_depth, self.node_end, self.node_tok, self.toks))
+
+
+def token_trie(vocab) -> TokenTrie:
+    """The :class:`TokenTrie` of ``vocab``'s ordinary tokens (built once per vocabulary, cached on it)."""
+    trie = vocab._cache.get(_TRIE_KEY)
+    if trie is None:
+        trie = vocab._cache[_TRIE_KEY] = _build_trie(vocab)
+    return trie
+
+
+def _build_trie(vocab) -> TokenTrie:
+    layout = vocab_layout(vocab)
+    raw, starts, lens = layout.raw, layout.starts, layout.lens
+    n = int(layout.ids.size)
+    data = [raw[s:s + ln] for s, ln in zip(starts.tolist(), lens.tolist())]
+    order = np.array(sorted(range(n), key=data.__getitem__), dtype=np.int64)
+    s_start, s_len = starts.take(order), lens.take(order)
+    # lcp[i]: bytes token i shares with token i - 1 (sorted), column by column over the pairs still equal
+    lcp = np.zeros(n, dtype=np.int64)
+    active = np.arange(1, n, dtype=np.int64)
+    col = 0
+    while active.size:
+        a_ok = s_len.take(active) > col
+        b_ok = s_len.take(active - 1) > col
+        ok = a_ok & b_ok
+        active = active[ok]
+        same = layout.flat.take(s_start.take(active) + col) == layout.flat.take(s_start.take(active - 1) + col)
+        active = active[same]
+        lcp[active] += 1
+        col += 1
+    new = s_len - lcp                      # nodes a token adds (0: a repeated byte string)
+    node_start = np.concatenate([[0], np.cumsum(new)])
+    total = int(node_start[-1])
+    tok_of = np.repeat(np.arange(n, dtype=np.int64), new)
+    depth = lcp.take(tok_of) + 1 + (np.arange(total, dtype=np.int64) - node_start.take(tok_of))
+    node_byte = layout.flat.take(s_start.take(tok_of) + depth - 1).astype(np.uint8)
+    # a node (token i, depth d) spans up to the first later token that shares fewer than d bytes
+    node_end = np.empty(total, dtype=np.int64)
+    max_depth = int(s_len.max(initial=0))
+    for d in range(1, max_depth + 1):
+        at = _flatnonzero(depth == d)
+        if not at.size:
+            continue
+        breaks = _flatnonzero(lcp < d)          # token 0 always: its lcp is 0
+        nxt = np.searchsorted(breaks, tok_of.take(at), side="right")
+        j = np.where(nxt < breaks.size, breaks.take(np.minimum(nxt, breaks.size - 1)), n)
+        node_end[at] = node_start.take(j)
+    final = np.where(new > 0, node_start[:-1] + new - 1, -1)
+    final = np.maximum.accumulate(final)      # a repeated byte string ends where its twin does
+    node_tok = np.searchsorted(final, np.arange(total + 1)).astype(np.int32)
+    trie = TokenTrie(node_byte, depth.astype(np.int32), node_end.astype(np.int32), node_tok,
+                     layout.ids.take(order).astype(np.int64), max_depth)
+    for arr in (trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks):
+        arr.setflags(write=False)
+    return trie
+
+
+class TrieTables:
+    """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
+
+    _trie_bufs = None
+
+    def _trie_refs(self, q: int, row: np.ndarray) -> list[int]:
+        """Reference states for the walk from ``q``: the hubs one or two bytes from ``q`` (not
+        ``q``, not a hub whose table is being built), then ``START``."""
+        live = row != DEAD
+        one = np.asarray(_distinct(row[live]), dtype=np.int64)
+        self._need(one, build=False)        # hubs are known by their copied rows
+        known = one[self._copied.take(one)]
+        two = self._ext.take(known, axis=0)[:, :256].reshape(-1) if known.size else known
+        self._need(two, build=False)
+        near = np.concatenate([one, two])
+        hubs = near[self.hub.take(near) >= 0]
+        refs = [h for h in _distinct(hubs) if h != q and h not in self._busy]
+        return refs + [START]
+
+    def _trie_table(self, q: int, row: np.ndarray):
+        """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
+        trie walk (see the module docstring), or None where it does not apply (no compiled module,
+        no table cache to inherit from, or a walk past :data:`~.tabletuning.TRIE_NODES` nodes)."""
+        compiled = native.module()
+        if compiled is None or self.lookup is None:
+            return None
+        trie = token_trie(self.vocab)
+        refs = self._trie_refs(q, row)
+        first = np.ascontiguousarray(row != DEAD).view(np.uint8)
+        words = self.layout.words
+        bufs = self._trie_bufs
+        if bufs is None:
+            size = tuning.TRIE_NODES + 1
+            bufs = self._trie_bufs = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
+                                      np.empty(_MISS_SLOTS, dtype=np.int64))
+        gid, tok, miss = bufs
+        ref_arr = np.asarray(refs, dtype=np.int64)
+        while True:
+            self._need(np.concatenate([ref_arr, [q, START]]))
+            inh = np.zeros((len(refs), words), dtype=np.int32)
+            status, n, n_miss, nodes, keys = compiled.trie_walk(
+                trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
+                self.trans, self._copied.view(np.uint8), self.emit, self.alive_id, q, ref_arr, first, inh,
+                words, gid, tok, miss, tuning.TRIE_NODES)
+            if self.fuel is not None:
+                self.fuel.spend(1 + nodes)
+            if status < 0:
+                return None
+            if not n_miss:
+                break
+            self._need(miss[:n_miss].copy())    # rows the walk reached unmirrored: make them, walk again
+        values = self._alive_values
+        groups = [(lex, values[a]) for lex, a in keys]
+        gid, tok = gid[:n], tok[:n]
+        if self.admit is not None and groups:   # groups no parser state allows get no row
+            ok = self.admit(groups)
+            if not all(ok):
+                gid = admitted_numbers(ok).take(gid)
+                groups = [g for g, y in zip(groups, ok) if y]
+        masks = rows_by_group(gid, tok, len(groups), words)
+        inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()}
+        return tuple(groups), masks, inherit

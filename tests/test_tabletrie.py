@@ -1,0 +1,242 @@
+"""The token trie and the tables its C walk builds, against brute force and the slow per-token walk.
+
+The trie is checked against the prefixes it spells (every node's tokens are exactly its prefix,
+every subtree holds exactly the extensions); the trie-walk tables against :func:`walk_token`
+token by token and against the vectorised build mask by mask, on JSON-Schema grammars whose
+key strings are the states the trie path is for.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_tokentable import check_state, interesting_tokens
+
+from guidewire.core import Vocab, allocate_token_bitmask
+from guidewire.grammar import compile_json_schema, native, tabletrie
+from guidewire.grammar.lexer import START
+from guidewire.grammar.tabletrie import _build_trie, token_trie
+
+needs_native = pytest.mark.skipif(native.module() is None, reason="the C extension is not built or is off")
+
+
+def check_trie(vocab) -> int:
+    """Brute-force check of ``vocab``'s trie; returns the number of nodes checked."""
+    trie = _build_trie(vocab)
+    n = trie.node_byte.size
+    prefix, path = [], []
+    for k in range(n):
+        d = int(trie.node_depth[k])
+        path = path[:d - 1] + [int(trie.node_byte[k])]
+        assert len(path) == d, "a node's depth skips a level"
+        prefix.append(bytes(path))
+    assert len(set(prefix)) == n, "two nodes spell the same prefix"
+    by_prefix = {}
+    for t in vocab.normal_ids.tolist():
+        by_prefix.setdefault(vocab.token_bytes[t], []).append(t)
+    assert set(by_prefix) <= set(prefix), "a token has no node"
+    for k in range(n):
+        here = sorted(trie.toks[trie.node_tok[k]:trie.node_tok[k + 1]].tolist())
+        assert here == sorted(by_prefix.get(prefix[k], [])), prefix[k]
+        end = int(trie.node_end[k])
+        inside = [p for p in prefix[k:end] if not p.startswith(prefix[k])]
+        assert not inside and (end == n or not prefix[end].startswith(prefix[k])), "a subtree's range is wrong"
+        below = trie.toks[trie.node_tok[k]:trie.node_tok[end]].tolist()
+        assert all(vocab.token_bytes[t].startswith(prefix[k]) for t in below)
+    assert sorted(trie.toks.tolist()) == sorted(vocab.normal_ids.tolist())
+    assert trie.max_depth == max(len(vocab.token_bytes[t]) for t in vocab.normal_ids.tolist())
+    return n
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.binary(min_size=1, max_size=6, ).map(lambda b: bytes(x % 5 for x in b)), min_size=1, max_size=60))
+def test_trie_spells_every_token_brute_force(tokens):
+    """Small alphabets force shared prefixes, repeated byte strings and zero bytes."""
+    eos = len(tokens)
+    vocab = Vocab(tuple(tokens) + (b"",), frozenset({eos}), frozenset({eos}), eos + 7)
+    assert check_trie(vocab) >= len(set(tokens))
+
+
+def test_trie_of_a_real_vocabulary(smollm2):
+    assert check_trie(smollm2) > len(smollm2.normal_ids)   # more nodes than tokens: every prefix
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "nickname": {"type": "string"},
+                                      "nodes": {"type": "array", "items": {"type": "integer"}}}},
+    {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}, "idle": {"type": "boolean"}},
+     "additionalProperties": False, "required": ["id"]},
+    {"type": "object", "properties": {"title": {"type": "string", "maxLength": 5}, "tags": {"enum": ["a\\b", "a\"c"]}},
+     "patternProperties": {"^x-": {"type": "number"}}},
+]
+
+
+# lexer states reached by these prefixes: inside a key (a property-name trie beside the generic key
+# string, or alone), a string with a counter, an escape, a pattern key
+PREFIXES = [
+    (b'{"', b'{"n', b'{"ni', b'{"nick', b'{"no', b'{"q', b'{"name": "ab'),
+    (b'{"', b'{"i', b'{"id', b'{"id": "1', b'{"id": "12345678-ab'),
+    (b'{"t', b'{"title": "ab', b'{"tags": "a\\', b'{"x-', b'{"q', b'{"x-1": 1, "t'),
+]
+
+
+def _spy(monkeypatch):
+    """Count the trie path's outcomes (built, fell back) and the walks it took."""
+    seen = {"built": 0, "fell_back": 0, "walks": 0}
+    original = tabletrie.TrieTables._trie_table
+    compiled = native.module()
+
+    def spy(self, q, row):
+        out = original(self, q, row)
+        seen["built" if out is not None else "fell_back"] += 1
+        return out
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(compiled, name)
+
+        def trie_walk(self, *args):
+            seen["walks"] += 1
+            return compiled.trie_walk(*args)
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", spy)
+    monkeypatch.setattr(native, "_compiled", Counting())
+    return seen
+
+
+@needs_native
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["keys", "closed", "patterns"])
+def test_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch, schema):
+    """Key-string states (a property-name trie beside the generic key string), string bodies with a
+    counter, escapes: each token's group or inherited reading is the slow walk's."""
+    seen = _spy(monkeypatch)
+    g = compile_json_schema(schema, smollm2)
+    builder = g._builder
+    builder.admit = None    # whole tables (the grammar's prune drops groups no parser state allows)
+    rng = np.random.default_rng(0)
+    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefgiklmnorstux-\\ \xc3\xa9', rng, limit=2500)
+    tokens += rng.choice(smollm2.normal_ids, 3000, replace=False).tolist()
+    states = 0
+    for prefix in PREFIXES[SCHEMAS.index(schema)]:
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        assert state is not None, prefix
+        check_state(builder, state[1], tokens)
+        states += 1
+    assert states >= 4
+    if schema is SCHEMAS[2]:    # the title's counter is alive in every key string: no hub to meet, so
+        assert seen["fell_back"] >= 3, seen     # the walks pass their budget and the vectorised build runs
+    else:
+        assert seen["built"] >= 3, seen     # the trie path built tables (not only the vectorised one)
+
+
+def _walk_masks(schema, vocab, rng, walks=4, steps=120):
+    """Masks of random walks through ``schema``'s grammar (tokens drawn from each mask)."""
+    g = compile_json_schema(schema, vocab)
+    out = []
+    bm = allocate_token_bitmask(1, vocab.vocab_size)
+    for _ in range(walks):
+        m = g.matcher()
+        for _ in range(steps):
+            m.fill_bitmask(bm, 0)
+            out.append(bm[0].copy())
+            bits = np.flatnonzero(np.unpackbits(bm[0].view(np.uint8), bitorder="little")[:vocab.vocab_size])
+            bits = bits[~np.isin(bits, list(vocab.eos_ids))]
+            if not bits.size or not m.advance(int(bits[rng.integers(bits.size)])):
+                break
+    return out
+
+
+@needs_native
+@pytest.mark.parametrize("budget", [4096, 3], ids=["walked", "over-budget"])
+def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch, budget):
+    """Random walks (the same token choices) with the trie path and with the vectorised build only;
+    with a budget of 3 nodes most trie walks give up and the vectorised build takes over."""
+    import guidewire.grammar.tabletuning as tt
+
+    monkeypatch.setattr(tt, "TRIE_NODES", budget)
+    original = tabletrie.TrieTables._trie_table
+    outcomes = {"built": 0, "fell_back": 0}
+
+    def counting(self, q, row):
+        out = original(self, q, row)
+        outcomes["built" if out is not None else "fell_back"] += 1
+        return out
+
+    compared = 0
+    for i, schema in enumerate(SCHEMAS):
+        monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", counting)
+        with_trie = _walk_masks(schema, smollm2, np.random.default_rng(i))
+        monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row: None)
+        without = _walk_masks(schema, smollm2, np.random.default_rng(i))
+        assert len(with_trie) == len(without)
+        for a, b in zip(with_trie, without):
+            assert np.array_equal(a, b)
+        compared += len(with_trie)
+    assert compared > 300
+    if budget > 3:
+        assert outcomes["built"] >= 10, outcomes
+    else:
+        assert outcomes["fell_back"] >= 10 and outcomes["fell_back"] > outcomes["built"], outcomes
+
+
+@needs_native
+def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch):
+    """With a lexer built row by row, the walk stops at rows not made yet, asks for them and walks
+    again; the tables still read every token as the slow walk does."""
+    from guidewire.grammar import compiled as compiled_grammar
+
+    monkeypatch.setattr(compiled_grammar, "EAGER_LEXER_STATES", 1)
+    seen = _spy(monkeypatch)
+    g = compile_json_schema(SCHEMAS[0], smollm2)
+    builder = g._builder
+    builder.admit = None
+    assert builder._rows is None
+    rng = np.random.default_rng(3)
+    tokens = interesting_tokens(smollm2, b'"{}:,abdcefikmnos \\', rng, limit=2000)
+    for prefix in (b'{"n', b'{"ni', b'{"no'):
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        check_state(builder, state[1], tokens)
+    assert seen["built"] >= 2 and seen["walks"] > seen["built"], seen   # some walk went round again
+
+
+@needs_native
+def test_trie_walk_refuses_bad_arrays(smollm2):
+    """Typed errors for arrays that do not fit (never a read out of bounds)."""
+    trie = token_trie(smollm2)
+    words = (smollm2.vocab_size + 31) // 32
+    n_states = 4
+    ext = np.zeros(n_states * 257, dtype=np.int64)
+    copied = np.ones(n_states, dtype=np.uint8)
+    emit = np.full(n_states, -1, dtype=np.int64)
+    alive = np.full(n_states, -1, dtype=np.int64)
+    first = np.ones(256, dtype=np.uint8)
+    buf = np.empty(16, dtype=np.int64)
+    miss = np.empty(4, dtype=np.int64)
+    walk = native.module().trie_walk
+
+    def call(**kw):
+        args = dict(byte=trie.node_byte, depth=trie.node_depth, end=trie.node_end, ntok=trie.node_tok,
+                    toks=trie.toks, maxd=trie.max_depth, ext=ext, copied=copied, emit=emit, alive=alive, q=2,
+                    refs=np.zeros(0, dtype=np.int64), first=first, inh=np.zeros((0, words), dtype=np.int32),
+                    words=words, gid=buf, tok=buf.copy(), miss=miss, budget=10**6)
+        args.update(kw)
+        return walk(*args.values())
+
+    assert call()[0] == 0          # every state dead: nothing walked, a well-formed answer
+    with pytest.raises(IndexError):
+        call(q=n_states)
+    with pytest.raises(ValueError):
+        call(refs=np.array([3], dtype=np.int64))    # a reference needs its inherited row
+    with pytest.raises(ValueError):
+        call(ntok=trie.node_tok[:-1].copy())
+    deeper = ext.copy()
+    deeper[2 * 257 + ord("a")] = 3  # "a" lives on: its subtree is walked
+    assert call(ext=deeper)[3] > 1
+    with pytest.raises(ValueError):
+        call(ext=deeper, maxd=1)    # nodes deeper than max_depth
+    bad = ext.copy()
+    bad[2 * 257 + ord("a")] = 99   # a transition to a state past the table
+    with pytest.raises(IndexError):
+        call(ext=bad)
+    with pytest.raises(TypeError):
+        call(emit=emit.astype(np.int32))
