@@ -28,6 +28,7 @@ __all__ = ["TokenTrie", "token_trie"]
 
 _TRIE_KEY = "tokentable.trie"
 _MISS_SLOTS = 256
+_TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,6 @@ def _build_trie(vocab) -> TokenTrie:
 class TrieTables:
     """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
 
-    _trie_bufs = None
-
     def _trie_refs(self, q: int, row: np.ndarray) -> list[int]:
         """Reference states for the walk from ``q``: the hubs one or two bytes from ``q`` (not
         ``q``, not a hub whose table is being built), then ``START``."""
@@ -139,12 +138,10 @@ class TrieTables:
         refs = self._trie_refs(q, row)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
         words = self.layout.words
-        bufs = self._trie_bufs
-        if bufs is None:
-            size = tuning.TRIE_NODES + 1
-            bufs = self._trie_bufs = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
-                                      np.empty(_MISS_SLOTS, dtype=np.int64))
-        gid, tok, miss = bufs
+        # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
+        size = 1 + min(tuning.TRIE_NODES + _TWINS, int(self.layout.bucket_size.take(_flatnonzero(first)).sum()))
+        gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+        miss = np.empty(_MISS_SLOTS, dtype=np.int64)
         ref_arr = np.asarray(refs, dtype=np.int64)
         while True:
             self._need(np.concatenate([ref_arr, [q, START]]))
