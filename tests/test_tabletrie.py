@@ -240,3 +240,30 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
         call(ext=bad)
     with pytest.raises(TypeError):
         call(emit=emit.astype(np.int32))
+
+
+@needs_native
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["keys", "closed", "patterns"])
+def test_reference_hubs_match_the_numpy_reference(smollm2, schema):
+    """The hubs the C walk is given (one or two bytes away, never ``q`` or a busy hub) are the
+    numpy reference's, for every lexer state of the grammar and some first-byte subsets."""
+    from guidewire.grammar.lexer import DEAD
+
+    g = compile_json_schema(schema, smollm2)
+    builder = g._builder
+    g.dfa.build_all(limit=20000)
+    builder._need(np.arange(1, g.dfa.n_states))
+    rng = np.random.default_rng(5)
+    compared = with_hubs = 0
+    for q in range(1, g.dfa.n_states):
+        live = builder._ext[q, :256] != DEAD
+        for first in (live, live & (rng.random(256) < 0.5)):
+            first = np.ascontiguousarray(first).view(np.uint8)
+            builder._busy = set(rng.choice(g.dfa.n_states, 2).tolist())
+            got, want = builder._trie_refs(q, first), builder._trie_refs_numpy(q, first)
+            assert got[-1] == want[-1] == START and sorted(got) == sorted(want), q
+            compared += 1
+            with_hubs += len(want) > 1
+    builder._busy = set()
+    assert compared >= 20, compared
+    assert with_hubs >= 5 or schema is SCHEMAS[1], with_hubs     # the closed one has no string body hub

@@ -18,6 +18,7 @@
 
 /* the trie walk of a token table (_native_trie.c) */
 PyObject *native_trie_walk(PyObject *self, PyObject *args);
+PyObject *native_trie_refs(PyObject *self, PyObject *args);
 
 
 /* ---------------------------------------------------------------------------------------------
@@ -1222,6 +1223,7 @@ static PyMethodDef methods[] = {
     {"slice_scan", native_slice_scan, METH_VARARGS, "Count (and longest) of the candidates that are short slice members."},
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
+    {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

@@ -327,3 +327,79 @@ done:
     release(&gid); release(&tok); release(&miss);
     return result;
 }
+
+/* trie_refs(ext, copied, hub, q, first, busy, max_refs) -> list of reference states: the self-loop
+ * hubs (hub[s] >= 0) one byte from q (over the first bytes set in ``first``) or two bytes (through
+ * a state whose row is mirrored), in the order found, without q, DEAD and the states in ``busy``
+ * (hubs whose tables are being built), at most max_refs; then START. The reference walks of
+ * trie_walk; tabletrie.TrieTables._trie_refs_numpy is the reference. */
+PyObject *native_trie_refs(PyObject *self, PyObject *args) {
+    PyObject *o_ext, *o_copied, *o_hub, *o_first, *o_busy;
+    long long q;
+    Py_ssize_t max_refs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLOOn", &o_ext, &o_copied, &o_hub, &q, &o_first, &o_busy, &max_refs)) return NULL;
+    Buf ext = {0}, copied = {0}, hub = {0}, first = {0}, busy = {0};
+    PyObject *result = NULL;
+    int64_t *seen = NULL;
+    if (get_buf(o_ext, &ext, "ext", 8, 0) || get_buf(o_copied, &copied, "copied", 1, 0) ||
+        get_buf(o_hub, &hub, "hub", 8, 0) || get_buf(o_first, &first, "first", 1, 0) || get_buf(o_busy, &busy, "busy", 8, 0))
+        goto done;
+    Py_ssize_t n_states = LEN(ext, 8) / T_ROW;
+    if (LEN(copied, 1) < n_states) n_states = LEN(copied, 1);
+    if (LEN(hub, 8) < n_states) n_states = LEN(hub, 8);
+    if (LEN(first, 1) != 256 || max_refs < 0) {
+        PyErr_SetString(PyExc_ValueError, "trie_refs: array sizes do not match");
+        goto done;
+    }
+    if (q <= T_DEAD || q >= n_states || !((const uint8_t *)copied.view.buf)[q]) {
+        PyErr_Format(PyExc_IndexError, "trie_refs: state %lld out of range or not mirrored", q);
+        goto done;
+    }
+    const int64_t *EXT = ext.view.buf, *HUB = hub.view.buf, *BUSY = busy.view.buf;
+    const uint8_t *COPIED = copied.view.buf, *FIRST = first.view.buf;
+    Py_ssize_t n_busy = LEN(busy, 8), n_refs = 0, n_one = 0;
+    int64_t one[256];
+    seen = malloc((size_t)(max_refs + 1) * sizeof(int64_t));
+    if (!seen) { PyErr_NoMemory(); goto done; }
+    for (int pass = 0; pass < 2; pass++) {
+        Py_ssize_t n_from = pass == 0 ? 1 : n_one;
+        for (Py_ssize_t f = 0; f < n_from; f++) {
+            int64_t from = pass == 0 ? q : one[f];
+            if (pass == 1 && !COPIED[from]) continue;
+            for (int b = 0; b < 256; b++) {
+                if (pass == 0 && !FIRST[b]) continue;
+                int64_t t = EXT[from * T_ROW + b];
+                if (t <= T_DEAD || t >= n_states) {
+                    if (t < 0 || t >= n_states) {
+                        PyErr_Format(PyExc_IndexError, "trie_refs: state %lld out of range", (long long)t);
+                        goto done;
+                    }
+                    continue;
+                }
+                if (pass == 0) {   /* remember the distinct one-byte states (at most 256) */
+                    int dup = 0;
+                    for (Py_ssize_t i = 0; i < n_one && !dup; i++) dup = one[i] == t;
+                    if (!dup) one[n_one++] = t;
+                }
+                if (HUB[t] < 0 || t == q || !COPIED[t] || n_refs >= max_refs) continue;
+                int skip = 0;
+                for (Py_ssize_t i = 0; i < n_busy && !skip; i++) skip = BUSY[i] == t;
+                for (Py_ssize_t i = 0; i < n_refs && !skip; i++) skip = seen[i] == t;
+                if (!skip) seen[n_refs++] = t;
+            }
+        }
+    }
+    seen[n_refs++] = T_START;
+    result = PyList_New(n_refs);
+    if (!result) goto done;
+    for (Py_ssize_t i = 0; i < n_refs; i++) {
+        PyObject *v = PyLong_FromLongLong(seen[i]);
+        if (!v) { Py_CLEAR(result); goto done; }
+        PyList_SET_ITEM(result, i, v);
+    }
+done:
+    free(seen);
+    release(&ext); release(&copied); release(&hub); release(&first); release(&busy);
+    return result;
+}

@@ -282,9 +282,12 @@ class CompiledGrammar:
         memo = self._admitted
         if len(memo) * ADMIT_ENTRY_BYTES > ADMIT_MEMO_BYTES:
             memo.clear()
-        out = []
-        for key in groups:
-            ok = memo.get(key)
+        got = memo.get
+        out = [got(key) for key in groups]    # nearly all hits: one pass, then the misses
+        if None not in out:
+            return out
+        for i, key in enumerate(groups):
+            ok = out[i]
             if ok is None:
                 lexemes, alive = key
                 nxt = -1   # what may come after the lexemes so far (-1: anything)
@@ -297,8 +300,7 @@ class CompiledGrammar:
                         ok = False
                         break
                     nxt = f[0]
-                ok = memo[key] = ok and bool(alive & nxt)
-            out.append(ok)
+                ok = out[i] = memo[key] = ok and bool(alive & nxt)
         return out
 
     def _lexeme_follow(self) -> list:

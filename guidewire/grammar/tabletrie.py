@@ -28,6 +28,7 @@ __all__ = ["TokenTrie", "token_trie"]
 
 _TRIE_KEY = "tokentable.trie"
 _MISS_SLOTS = 256
+_MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
 
@@ -113,19 +114,31 @@ def _build_trie(vocab) -> TokenTrie:
 class TrieTables:
     """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
 
-    def _trie_refs(self, q: int, row: np.ndarray) -> list[int]:
-        """Reference states for the walk from ``q``: the hubs one or two bytes from ``q`` (not
-        ``q``, not a hub whose table is being built), then ``START``."""
-        live = row != DEAD
-        one = np.asarray(_distinct(row[live]), dtype=np.int64)
-        self._need(one, build=False)        # hubs are known by their copied rows
+    def _trie_refs(self, q: int, first: np.ndarray) -> list[int]:
+        """Reference states for the walk from ``q`` over the first bytes ``first`` (uint8 per byte):
+        the hubs one or two bytes from ``q`` (not ``q``, not a hub whose table is being built), in
+        the order found, then ``START`` (in C; :meth:`_trie_refs_numpy` is the reference)."""
+        if self._rows is None:      # a lexer mirrored row by row: hubs are known by their copied rows
+            one = np.asarray(_distinct(self._ext[q, :256][first.view(bool)]), dtype=np.int64)
+            self._need(one, build=False)
+            known = one[self._copied.take(one)]
+            if known.size:
+                self._need(self._ext.take(known, axis=0)[:, :256].reshape(-1), build=False)
+        busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
+        return native.module().trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy,
+                                         _MAX_REFS)
+
+    def _trie_refs_numpy(self, q: int, first: np.ndarray) -> list[int]:
+        """:meth:`_trie_refs` in numpy, as a set in sorted order, then ``START`` (the reference;
+        reads only mirrored rows)."""
+        one = np.asarray(_distinct(self._ext[q, :256][first.view(bool)]), dtype=np.int64)
+        one = one[one > DEAD]
         known = one[self._copied.take(one)]
         two = self._ext.take(known, axis=0)[:, :256].reshape(-1) if known.size else known
-        self._need(two, build=False)
         near = np.concatenate([one, two])
-        hubs = near[self.hub.take(near) >= 0]
-        refs = [h for h in _distinct(hubs) if h != q and h not in self._busy]
-        return refs + [START]
+        near = near[near > DEAD]
+        hubs = near[(self.hub.take(near) >= 0) & self._copied.take(near)]
+        return [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS] + [START]
 
     def _trie_table(self, q: int, row: np.ndarray):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
@@ -135,11 +148,14 @@ class TrieTables:
         if compiled is None or self.lookup is None:
             return None
         trie = token_trie(self.vocab)
-        refs = self._trie_refs(q, row)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
+        refs = self._trie_refs(q, first)
         words = self.layout.words
         # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
-        size = 1 + min(tuning.TRIE_NODES + _TWINS, int(self.layout.bucket_size.take(_flatnonzero(first)).sum()))
+        live = int(self.layout.bucket_size.take(_flatnonzero(first)).sum())
+        if len(refs) == 1 and live > tuning.TRIE_ALONE_SHARE * self.layout.ids.size:
+            return None     # START alone to meet and nearly every token live: it would pass its budget
+        size = 1 + min(tuning.TRIE_NODES + _TWINS, live)
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         miss = np.empty(_MISS_SLOTS, dtype=np.int64)
         ref_arr = np.asarray(refs, dtype=np.int64)
