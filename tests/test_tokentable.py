@@ -37,7 +37,10 @@ def readings(builder, q):
             assert t not in out, "a token sits in two groups"
             out[t] = (tuple(lexemes), alive)
     for h, row in table.inherit:
-        assert (h == START or builder.hub[h] >= 0) and not builder.table(h).inherit, "inherited from a non-base table"
+        if h != START and builder.hub[h] < 0:   # a shadow (fewer NFA states: acyclic), else a base table
+            assert len(builder.dfa.nfa_states(h)) < len(builder.dfa.nfa_states(q)), "inherited from a non-base table"
+        else:
+            assert not builder.table(h).inherit, "a base table inherits"
         hub = readings(builder, h)
         for t in np.flatnonzero(bitmask_to_bool(row, vocab.vocab_size)).tolist():
             assert t not in out, "a token is both grouped and inherited"

@@ -241,6 +241,24 @@ class ByteDFA:
             self.term_set_ignored.append(all(self.terminals[t].ignored for t in terms))
         return i
 
+    def nfa_states(self, sid: int) -> tuple[int, ...]:
+        """The NFA states of DFA state ``sid`` (sorted)."""
+        return self._states[sid]
+
+    @property
+    def owner_of(self) -> list[int]:
+        """Per NFA state, the terminal that owns it (read-only list)."""
+        return self._owner_list
+
+    def find_state(self, nfa_states) -> int | None:
+        """The DFA state of a set of NFA states if it was made already, else None."""
+        return self._index.get(tuple(sorted(nfa_states)))
+
+    def state_of(self, nfa_states) -> int:
+        """The DFA state of a set of NFA states closed under epsilon moves (such as a state's NFA
+        states less whole terminals'), made if new (:class:`LimitExceededError` past the bounds)."""
+        return self._intern(nfa_states)
+
     def compute_row(self, sid: int) -> None:
         """Fill the transition row of state ``sid``."""
         if self.row_done[sid]:

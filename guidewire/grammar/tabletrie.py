@@ -20,6 +20,7 @@ import numpy as np
 
 from . import native
 from . import tabletuning as tuning
+from ..core.errors import LimitExceededError
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
 from .vocabindex import vocab_layout
@@ -28,6 +29,8 @@ __all__ = ["TokenTrie", "token_trie"]
 
 _TRIE_KEY = "tokentable.trie"
 _MISS_SLOTS = 256
+_NARROW = 16       # a terminal with at most this many strings is narrow (see TrieTables._shadow)
+_NARROW_STATES = 4096   # ... checked over at most this many NFA states
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
@@ -111,6 +114,48 @@ def _build_trie(vocab) -> TokenTrie:
     return trie
 
 
+def narrow_terminals(dfa) -> int:
+    """Bits of ``dfa``'s terminals whose language has at most :data:`_NARROW` strings (paths of the
+    NFA counted, so an upper bound; a cycle or more than :data:`_NARROW_STATES` states: not narrow)."""
+    nfa, live = dfa.nfa, dfa.live
+    out = 0
+    for tid, term in enumerate(dfa.terminals):
+        if term.infinite:
+            continue
+        count: dict[int, int] = {}
+        order, stack, on_path = [], [(term.start, False)], set()
+        ok = True
+        while stack and ok:
+            st, done = stack.pop()
+            if done:
+                on_path.discard(st)
+                n = 1 if st == term.accept else 0
+                n += sum(count[t] for t in nfa.eps[st] if live[t])
+                n += sum((hi - lo + 1) * count[t] for lo, hi, t in nfa.edges[st] if live[t])
+                count[st] = min(n, _NARROW + 1)
+                continue
+            if st in count:
+                continue
+            if st in on_path:
+                ok = False      # a cycle: not finite after all
+                break
+            on_path.add(st)
+            order.append(st)
+            if len(order) > _NARROW_STATES:
+                ok = False
+                break
+            stack.append((st, True))
+            for t in nfa.eps[st]:
+                if live[t] and t not in count:
+                    stack.append((t, False))
+            for _lo, _hi, t in nfa.edges[st]:
+                if live[t] and t not in count:
+                    stack.append((t, False))
+        if ok and count.get(term.start, _NARROW + 1) <= _NARROW:
+            out |= 1 << tid
+    return out
+
+
 class TrieTables:
     """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
 
@@ -125,8 +170,45 @@ class TrieTables:
             if known.size:
                 self._need(self._ext.take(known, axis=0)[:, :256].reshape(-1), build=False)
         busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
-        return native.module().trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy,
+        refs = native.module().trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy,
                                          _MAX_REFS)
+        shadow = self._shadow(q)
+        if shadow is not None and shadow not in refs:
+            refs.insert(len(refs) - 1, shadow)
+        return refs
+
+    def _shadow(self, q: int) -> int | None:
+        """The lexer state of ``q``'s NFA states less those of its *narrow* terminals (a handful of
+        strings each: a property name, an enum constant), when that drops some and leaves some.
+
+        Inside a key the lexer state is the product of the property-name literals with every
+        string terminal alive there, a ``maxLength`` counter included; its shadow is the same
+        product without the literals, which most tokens reach after their first byte (they leave
+        the names), so a walk beside it meets at once. Its table may itself inherit (from hubs or
+        ``START``), never from a state with more NFA states: a shadow has no narrow terminal left,
+        so it is its own shadow and the inheritance is acyclic."""
+        narrow = self._narrow_terminals()
+        if not narrow:
+            return None
+        dfa = self.dfa
+        members = dfa.nfa_states(q)
+        owner = dfa.owner_of
+        keep = [s for s in members if not (narrow >> owner[s]) & 1]
+        if not keep or len(keep) == len(members):
+            return None
+        if self._rows is not None:      # a complete lexer, mirrored whole: a shadow no walk reaches is no use
+            return dfa.find_state(keep)
+        try:
+            return dfa.state_of(keep)
+        except LimitExceededError:      # the lexer is full: no shadow (the walk is exact without it)
+            return None
+
+    def _narrow_terminals(self) -> int:
+        """Bits of the terminals whose language holds at most :data:`_NARROW` strings (memoised)."""
+        narrow = getattr(self, "_narrow", None)
+        if narrow is None:
+            narrow = self._narrow = narrow_terminals(self.dfa)
+        return narrow
 
     def _trie_refs_numpy(self, q: int, first: np.ndarray) -> list[int]:
         """:meth:`_trie_refs` in numpy, as a set in sorted order, then ``START`` (the reference;
@@ -138,7 +220,11 @@ class TrieTables:
         near = np.concatenate([one, two])
         near = near[near > DEAD]
         hubs = near[(self.hub.take(near) >= 0) & self._copied.take(near)]
-        return [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS] + [START]
+        refs = [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS]
+        shadow = self._shadow(q)
+        if shadow is not None and shadow not in refs:
+            refs.append(shadow)
+        return refs + [START]
 
     def _trie_table(self, q: int, row: np.ndarray):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
