@@ -268,3 +268,33 @@ def test_reference_hubs_match_the_numpy_reference(smollm2, schema):
     builder._busy = set()
     assert compared >= 20, compared
     assert with_hubs >= 5 or schema is SCHEMAS[1], with_hubs     # the closed one has no string body hub
+
+
+PATTERNS = ['"abc" | "abd"', '/[ab]{1,3}/', '/[a-c]{2}x/', '/[a-z]{2}/', '/[ab]+/', '/(ab|ba)c?/', '/[ab]{1,4}/',
+            '"k"', '/x[abc]?y?/']
+
+
+def test_narrow_terminals_match_a_brute_force_count(smollm2):
+    """A terminal is narrow iff its language has at most 16 strings: counted here by ``re`` over
+    every string of the alphabet up to length 6 (none of these languages holds a longer string,
+    except the infinite one, which has more than 16 strings up to that length)."""
+    import itertools
+    import re
+
+    from guidewire.grammar import compile_lark
+    from guidewire.grammar.tabletrie import _NARROW, is_narrow
+
+    rules = "\n".join(f"T{i}: {p}" for i, p in enumerate(PATTERNS))
+    g = compile_lark("start: " + " | ".join(f"T{i}" for i in range(len(PATTERNS))) + "\n" + rules, smollm2)
+    checked = 0
+    for i, pattern in enumerate(PATTERNS):
+        tid = next(k for k, t in enumerate(g.dfa.terminals) if t.name == f"T{i}")
+        if pattern.startswith('"'):
+            rx = "|".join(re.escape(a.strip().strip('"')) for a in pattern.split("|"))
+        else:
+            rx = pattern.strip("/")
+        count = sum(1 for n in range(7) for w in itertools.product("abcdkxyz", repeat=n)
+                    if re.fullmatch(rx, "".join(w)))
+        assert is_narrow(g.dfa, tid) == (count <= _NARROW), (pattern, count)
+        checked += 1
+    assert checked == len(PATTERNS)

@@ -462,7 +462,8 @@ class CompiledGrammar:
         else:
             row = self._zero.copy()
         for h, inherited in table.inherit:
-            # these tokens read as from h (START or a hub, whose tables inherit nothing)
+            # these tokens read as from h (START or a hub, whose tables inherit nothing, or a
+            # shadow with fewer NFA states: the recursion ends)
             row |= self._mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it

@@ -23,14 +23,14 @@ from . import tabletuning as tuning
 from ..core.errors import LimitExceededError
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
-from .vocabindex import vocab_layout
+from .vocabindex import per_vocab, vocab_layout
 
 __all__ = ["TokenTrie", "token_trie"]
 
 _TRIE_KEY = "tokentable.trie"
 _MISS_SLOTS = 256
 _NARROW = 16       # a terminal with at most this many strings is narrow (see TrieTables._shadow)
-_NARROW_STATES = 4096   # ... checked over at most this many NFA states
+_NARROW_STATES = 1024   # ... checked over at most this many NFA states (16 names of 32 bytes, two spellings each)
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
@@ -61,10 +61,7 @@ class TokenTrie:
 
 def token_trie(vocab) -> TokenTrie:
     """The :class:`TokenTrie` of ``vocab``'s ordinary tokens (built once per vocabulary, cached on it)."""
-    trie = vocab._cache.get(_TRIE_KEY)
-    if trie is None:
-        trie = vocab._cache[_TRIE_KEY] = _build_trie(vocab)
-    return trie
+    return per_vocab(vocab, _TRIE_KEY, _build_trie)
 
 
 def _build_trie(vocab) -> TokenTrie:
@@ -114,46 +111,37 @@ def _build_trie(vocab) -> TokenTrie:
     return trie
 
 
-def narrow_terminals(dfa) -> int:
-    """Bits of ``dfa``'s terminals whose language has at most :data:`_NARROW` strings (paths of the
-    NFA counted, so an upper bound; a cycle or more than :data:`_NARROW_STATES` states: not narrow)."""
+def is_narrow(dfa, tid: int) -> bool:
+    """Whether terminal ``tid``'s language has at most :data:`_NARROW` strings (paths of the NFA
+    counted, so an upper bound; a cycle, or more than :data:`_NARROW_STATES` states: not narrow)."""
+    term = dfa.terminals[tid]
+    if term.infinite:
+        return False
     nfa, live = dfa.nfa, dfa.live
-    out = 0
-    for tid, term in enumerate(dfa.terminals):
-        if term.infinite:
+    count: dict[int, int] = {}
+    stack, on_path = [(term.start, False)], set()
+    while stack:
+        st, done = stack.pop()
+        if done:
+            on_path.discard(st)
+            n = 1 if st == term.accept else 0
+            n += sum(count[t] for t in nfa.eps[st] if live[t])
+            n += sum((hi - lo + 1) * count[t] for lo, hi, t in nfa.edges[st] if live[t])
+            count[st] = min(n, _NARROW + 1)
             continue
-        count: dict[int, int] = {}
-        order, stack, on_path = [], [(term.start, False)], set()
-        ok = True
-        while stack and ok:
-            st, done = stack.pop()
-            if done:
-                on_path.discard(st)
-                n = 1 if st == term.accept else 0
-                n += sum(count[t] for t in nfa.eps[st] if live[t])
-                n += sum((hi - lo + 1) * count[t] for lo, hi, t in nfa.edges[st] if live[t])
-                count[st] = min(n, _NARROW + 1)
-                continue
-            if st in count:
-                continue
-            if st in on_path:
-                ok = False      # a cycle: not finite after all
-                break
-            on_path.add(st)
-            order.append(st)
-            if len(order) > _NARROW_STATES:
-                ok = False
-                break
-            stack.append((st, True))
-            for t in nfa.eps[st]:
-                if live[t] and t not in count:
-                    stack.append((t, False))
-            for _lo, _hi, t in nfa.edges[st]:
-                if live[t] and t not in count:
-                    stack.append((t, False))
-        if ok and count.get(term.start, _NARROW + 1) <= _NARROW:
-            out |= 1 << tid
-    return out
+        if st in count:
+            continue
+        if st in on_path or len(on_path) + len(count) > _NARROW_STATES:
+            return False        # a cycle (not finite after all), or too big to be a handful of names
+        on_path.add(st)
+        stack.append((st, True))
+        for t in nfa.eps[st]:
+            if live[t] and t not in count:
+                stack.append((t, False))
+        for _lo, _hi, t in nfa.edges[st]:
+            if live[t] and t not in count:
+                stack.append((t, False))
+    return count.get(term.start, _NARROW + 1) <= _NARROW
 
 
 class TrieTables:
@@ -187,13 +175,13 @@ class TrieTables:
         the names), so a walk beside it meets at once. Its table may itself inherit (from hubs or
         ``START``), never from a state with more NFA states: a shadow has no narrow terminal left,
         so it is its own shadow and the inheritance is acyclic."""
-        narrow = self._narrow_terminals()
-        if not narrow:
-            return None
         dfa = self.dfa
         members = dfa.nfa_states(q)
         owner = dfa.owner_of
-        keep = [s for s in members if not (narrow >> owner[s]) & 1]
+        narrow = self._narrow_terminals({owner[s] for s in members})
+        if not narrow:
+            return None
+        keep = [s for s in members if owner[s] not in narrow]
         if not keep or len(keep) == len(members):
             return None
         if self._rows is not None:      # a complete lexer, mirrored whole: a shadow no walk reaches is no use
@@ -203,12 +191,20 @@ class TrieTables:
         except LimitExceededError:      # the lexer is full: no shadow (the walk is exact without it)
             return None
 
-    def _narrow_terminals(self) -> int:
-        """Bits of the terminals whose language holds at most :data:`_NARROW` strings (memoised)."""
-        narrow = getattr(self, "_narrow", None)
-        if narrow is None:
-            narrow = self._narrow = narrow_terminals(self.dfa)
-        return narrow
+    def _narrow_terminals(self, terms) -> set[int]:
+        """The narrow ones (see :func:`is_narrow`) of the terminals ``terms`` (memoised per terminal:
+        a grammar may have thousands, a state holds a few)."""
+        memo = self.__dict__.setdefault("_narrow", {})
+        out = set()
+        for t in terms:
+            if t < 0:       # an NFA state no terminal owns (never in a built state): not narrow
+                continue
+            got = memo.get(t)
+            if got is None:
+                got = memo[t] = is_narrow(self.dfa, t)
+            if got:
+                out.add(t)
+        return out
 
     def _trie_refs_numpy(self, q: int, first: np.ndarray) -> list[int]:
         """:meth:`_trie_refs` in numpy, as a set in sorted order, then ``START`` (the reference;

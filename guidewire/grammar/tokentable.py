@@ -51,8 +51,8 @@ class TokenTable:
     not accepting, or it is ``START``). ``inherit`` holds ``(hub, row)`` pairs: the tokens
     in ``row`` read from ``state`` exactly as from lexer state ``hub`` (their walks meet
     in ``hub`` before any lexeme ends), so they are allowed iff ``hub``'s mask allows them
-    under the same parser state; ``hub`` is ``START`` or a self-loop hub, and the tables
-    of hubs and of ``START`` never inherit (no cycles). Every ordinary token that can be
+    under the same parser state; ``hub`` is ``START`` or a self-loop hub, whose tables never
+    inherit, or (the trie walk's) shadow of ``state``, with fewer NFA states (no cycles). Every ordinary token that can be
     lexed from ``state`` is in exactly one group, one inherited row or the restart row (which may also hold tokens that then fail from
     ``START``: the START mask leaves those out; and an inherited row may hold tokens dead from
     both ``state`` and ``hub`` whose first byte restarts neither, which ``hub``'s mask never allows).

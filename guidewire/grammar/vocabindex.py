@@ -77,12 +77,18 @@ class VocabLayout:
     bucket_size: np.ndarray
 
 
+def per_vocab(vocab, key: str, build):
+    """``build(vocab)``, made once per vocabulary and kept on it under ``key`` (a whole-vocabulary
+    index: built with the first grammar that needs it, never evicted)."""
+    out = vocab._cache.get(key)
+    if out is None:
+        out = vocab._cache[key] = build(vocab)
+    return out
+
+
 def vocab_layout(vocab) -> VocabLayout:
     """The :class:`VocabLayout` of ``vocab`` (built once per vocabulary and cached on it)."""
-    layout = vocab._cache.get(_LAYOUT_KEY)
-    if layout is None:
-        layout = vocab._cache[_LAYOUT_KEY] = _build_layout(vocab)
-    return layout
+    return per_vocab(vocab, _LAYOUT_KEY, _build_layout)
 
 
 def _build_layout(vocab) -> VocabLayout:
