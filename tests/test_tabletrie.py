@@ -181,12 +181,16 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
 
 
 @needs_native
-def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch):
+@pytest.mark.parametrize("ref_rows", [32, 0], ids=["references-wait", "references-stop"])
+def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows):
     """With a lexer built row by row, the walk stops at rows not made yet, asks for them and walks
-    again; the tables still read every token as the slow walk does."""
+    again; a reference walk's rows are made only up to ``TRIE_REF_ROWS`` (0: a reference stops at
+    its first row not made). The tables still read every token as the slow walk does."""
+    import guidewire.grammar.tabletuning as tt
     from guidewire.grammar import compiled as compiled_grammar
 
     monkeypatch.setattr(compiled_grammar, "EAGER_LEXER_STATES", 1)
+    monkeypatch.setattr(tt, "TRIE_REF_ROWS", ref_rows)
     seen = _spy(monkeypatch)
     g = compile_json_schema(SCHEMAS[0], smollm2)
     builder = g._builder
@@ -219,7 +223,7 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
         args = dict(byte=trie.node_byte, depth=trie.node_depth, end=trie.node_end, ntok=trie.node_tok,
                     toks=trie.toks, maxd=trie.max_depth, ext=ext, copied=copied, emit=emit, alive=alive, q=2,
                     refs=np.zeros(0, dtype=np.int64), first=first, inh=np.zeros((0, words), dtype=np.int32),
-                    words=words, gid=buf, tok=buf.copy(), miss=miss, budget=10**6)
+                    words=words, gid=buf, tok=buf.copy(), miss=miss, budget=10**6, wait=True)
         args.update(kw)
         return walk(*args.values())
 
@@ -232,7 +236,7 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
         call(ntok=trie.node_tok[:-1].copy())
     deeper = ext.copy()
     deeper[2 * 257 + ord("a")] = 3  # "a" lives on: its subtree is walked
-    assert call(ext=deeper)[3] > 1
+    assert call(ext=deeper)[4] > 1
     with pytest.raises(ValueError):
         call(ext=deeper, maxd=1)    # nodes deeper than max_depth
     bad = ext.copy()

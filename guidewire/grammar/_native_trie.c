@@ -2,7 +2,7 @@
  *
  * trie_walk(node_byte, node_depth, node_end, node_tok, toks, max_depth,
  *           ext, copied, emit, alive_id, q, refs, first, inh, words,
- *           gid, tok, miss, budget) -> (status, n_tok, n_miss, nodes, groups)
+ *           gid, tok, miss, budget, wait_refs) -> (status, n_tok, n_miss, n_rmiss, nodes, groups)
  *
  * The vocabulary's ordinary tokens as a trie in preorder (tabletrie.TokenTrie): node k holds
  * byte node_byte[k] at depth node_depth[k] (1 for a first byte), its subtree is k..node_end[k]-1,
@@ -20,8 +20,11 @@
  * groups is the list of (lexemes tuple, alive id) in group order.
  *
  * A state whose transition row is not in the mirror (copied[s] false) cannot be walked: its
- * subtree is skipped and s listed in miss (n_miss of them, at most its length: any n_miss > 0
- * means the walk is incomplete); the caller makes those rows and walks again. status -1: more than ``budget`` nodes, or more walked tokens than tok holds
+ * subtree is skipped and s listed at the front of miss (n_miss of them; any n_miss > 0 means the
+ * walk is incomplete); the caller makes those rows and walks again. A reference walk that reaches
+ * such a state is listed from the back of miss (n_rmiss) and its subtree skipped too when
+ * wait_refs is set; otherwise that reference just stops being walked there (a reference only
+ * saves work, so the walk is complete and exact without it). status -1: more than ``budget`` nodes, or more walked tokens than tok holds
  * (the caller falls back to the vectorised walk). nodes: the nodes visited.
  *
  * The reference is the vectorised table build (tokentable.TableBuilder without this module)
@@ -159,10 +162,11 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     PyObject *o_refs, *o_first, *o_inh, *o_gid, *o_tok, *o_miss;
     Py_ssize_t max_depth, words, budget;
     long long q;
+    int wait_refs;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOn", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
+    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOnp", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
                           &o_ext, &o_copied, &o_emit, &o_alive, &q, &o_refs, &o_first, &o_inh, &words,
-                          &o_gid, &o_tok, &o_miss, &budget))
+                          &o_gid, &o_tok, &o_miss, &budget, &wait_refs))
         return NULL;
     Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
     Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, miss = {0};
@@ -229,7 +233,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     st[0] = q;
     nl[0] = 0;
     for (Py_ssize_t r = 0; r < R; r++) rs[r] = REFS[r];
-    Py_ssize_t n_out = 0, n_miss = 0, nodes = 0;
+    Py_ssize_t n_out = 0, n_miss = 0, n_rmiss = 0, nodes = 0;
     int status = 0;
     Py_ssize_t k = 0;
     while (k < N) {
@@ -304,10 +308,11 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
         }
         if (stop == k + 1) { k = stop; continue; }   /* no children */
         int blocked = !COPIED[ns];
-        if (blocked && n_miss < mcap) MISS[n_miss++] = ns;
+        if (blocked && n_miss + n_rmiss < mcap) MISS[n_miss++] = ns;
         for (Py_ssize_t r = 0; r < R; r++) {
             if (here[r] >= 0 && !COPIED[here[r]]) {
-                if (n_miss < mcap) MISS[n_miss++] = here[r];
+                if (!wait_refs) { here[r] = -1; continue; }   /* the reference stops here (exact either way) */
+                if (n_miss + n_rmiss < mcap) MISS[mcap - 1 - n_rmiss++] = here[r];
                 blocked = 1;
             }
         }
@@ -318,7 +323,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     }
     PyObject *glist = groups_list(&groups);
     if (!glist) goto done;
-    result = Py_BuildValue("(innnN)", status, n_out, n_miss, nodes, glist);
+    result = Py_BuildValue("(innnnN)", status, n_out, n_miss, n_rmiss, nodes, glist);
 done:
     if (have_groups) groups_free(&groups);
     free(st); free(nl); free(rs); free(lexbuf);

@@ -108,6 +108,7 @@ class CompiledGrammar:
         self.precomputed: dict | None = None    # precompute()'s summary when compile_lark ran it
         self._builder = TableBuilder(dfa, vocab, lookup=_weak_call(self._table))
         self._builder.admit = _weak_call(self._admits)
+        self._builder.has_table = _weak_call(self._has_table)
         self._rep = self._lexer_classes()
         self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
         limits = limits if limits is not None else Limits()
@@ -227,6 +228,10 @@ class CompiledGrammar:
 
     def _table(self, q: int) -> TokenTable:
         return self._table_entry(q)[0]
+
+    def _has_table(self, q: int) -> bool:
+        """Whether lexer state ``q``'s table is built (and not evicted)."""
+        return self._canon(q) in self._tables
 
     def _table_entry(self, q: int) -> list:
         """``[table, parts or None, bytes, row form]`` of lexer state ``q``'s class (LRU, bounded in

@@ -31,6 +31,7 @@ class DfaMirror:
         self.vocab = vocab
         self.lookup = lookup        # optional q -> TokenTable (a cache) for hub reuse
         self.admit = None           # optional group keys -> bools: False for a group no parser state allows
+        self.has_table = None       # optional q -> whether q's table is built (a shadow is used only then)
         self.layout = vocab_layout(vocab)
         self._synced = (-1, -1)
         self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot

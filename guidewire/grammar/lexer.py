@@ -254,11 +254,6 @@ class ByteDFA:
         """The DFA state of a set of NFA states if it was made already, else None."""
         return self._index.get(tuple(sorted(nfa_states)))
 
-    def state_of(self, nfa_states) -> int:
-        """The DFA state of a set of NFA states closed under epsilon moves (such as a state's NFA
-        states less whole terminals'), made if new (:class:`LimitExceededError` past the bounds)."""
-        return self._intern(nfa_states)
-
     def compute_row(self, sid: int) -> None:
         """Fill the transition row of state ``sid``."""
         if self.row_done[sid]:

@@ -20,7 +20,6 @@ import numpy as np
 
 from . import native
 from . import tabletuning as tuning
-from ..core.errors import LimitExceededError
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
 from .vocabindex import per_vocab, vocab_layout
@@ -174,7 +173,8 @@ class TrieTables:
         product without the literals, which most tokens reach after their first byte (they leave
         the names), so a walk beside it meets at once. Its table may itself inherit (from hubs or
         ``START``), never from a state with more NFA states: a shadow has no narrow terminal left,
-        so it is its own shadow and the inheritance is acyclic."""
+        so it is its own shadow and the inheritance is acyclic. Only a state the lexer has made is
+        used; in a lazily built lexer, only one whose table is built."""
         dfa = self.dfa
         members = dfa.nfa_states(q)
         owner = dfa.owner_of
@@ -184,12 +184,12 @@ class TrieTables:
         keep = [s for s in members if owner[s] not in narrow]
         if not keep or len(keep) == len(members):
             return None
-        if self._rows is not None:      # a complete lexer, mirrored whole: a shadow no walk reaches is no use
-            return dfa.find_state(keep)
-        try:
-            return dfa.state_of(keep)
-        except LimitExceededError:      # the lexer is full: no shadow (the walk is exact without it)
-            return None
+        shadow = dfa.find_state(keep)   # never a new one: no walk reached it, and its table would be new
+        if shadow is None or self._rows is not None:
+            return shadow               # a complete lexer: the shadow's table costs walks, not lexer rows
+        # a lazy lexer: only a shadow whose table is built (building one in a product lexer makes
+        # lexer rows by the thousand, inside the mask that asked for this table)
+        return shadow if self.has_table is not None and self.has_table(shadow) else None
 
     def _narrow_terminals(self, terms) -> set[int]:
         """The narrow ones (see :func:`is_narrow`) of the terminals ``terms`` (memoised per terminal:
@@ -235,26 +235,34 @@ class TrieTables:
         words = self.layout.words
         # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
         live = int(self.layout.bucket_size.take(_flatnonzero(first)).sum())
-        if len(refs) == 1 and live > tuning.TRIE_ALONE_SHARE * self.layout.ids.size:
-            return None     # START alone to meet and nearly every token live: it would pass its budget
         size = 1 + min(tuning.TRIE_NODES + _TWINS, live)
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         miss = np.empty(_MISS_SLOTS, dtype=np.int64)
         ref_arr = np.asarray(refs, dtype=np.int64)
+        ref_rows, wait = 0, True
         while True:
             self._need(np.concatenate([ref_arr, [q, START]]))
             inh = np.zeros((len(refs), words), dtype=np.int32)
-            status, n, n_miss, nodes, keys = compiled.trie_walk(
+            status, n, n_miss, n_rmiss, nodes, keys = compiled.trie_walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
                 self.trans, self._copied.view(np.uint8), self.emit, self.alive_id, q, ref_arr, first, inh,
-                words, gid, tok, miss, tuning.TRIE_NODES)
+                words, gid, tok, miss, tuning.TRIE_NODES, wait)
             if self.fuel is not None:
                 self.fuel.spend(1 + nodes)
             if status < 0:
                 return None
-            if not n_miss:
+            if not n_miss and not n_rmiss:
                 break
-            self._need(miss[:n_miss].copy())    # rows the walk reached unmirrored: make them, walk again
+            todo = miss[:n_miss].copy()     # rows the walk reached unmirrored: make them, walk again
+            if n_rmiss:     # a reference's rows are made only while they are few (a shadow's product
+                more = np.asarray(_distinct(miss[miss.size - n_rmiss:]), dtype=np.int64)   # can be huge)
+                if ref_rows + more.size <= tuning.TRIE_REF_ROWS:
+                    ref_rows += more.size
+                    todo = np.concatenate([todo, more])
+                else:
+                    self._need(more, build=False)   # rows already made are only copied; then walk on without
+                    wait = False
+            self._need(todo)
         values = self._alive_values
         groups = [(lex, values[a]) for lex, a in keys]
         gid, tok = gid[:n], tok[:n]
