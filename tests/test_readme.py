@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 10 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 11 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -143,7 +143,7 @@ def test_python_blocks_without_model_run():
 
             key = Path(buffer_path(namespace["path"]))
             assert any(key in c and "".join(c[key].lines) == namespace["text"] for c in parser_cache.values())
-    assert ran == 7
+    assert ran == 8
 
 
 def _check_python_grammar(g) -> None:
