@@ -171,8 +171,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
     Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, miss = {0};
     Groups groups;
-    int have_groups = 0;
-    memset(&groups, 0, sizeof(groups));
+    memset(&groups, 0, sizeof(groups));   /* groups_free is safe on it from here on */
     int64_t *st = NULL, *nl = NULL, *rs = NULL, *lexbuf = NULL;
     PyObject *result = NULL;
     if (get_buf(o_byte, &nbyte, "node_byte", 1, 0) || get_buf(o_depth, &ndepth, "node_depth", 4, 0) ||
@@ -228,7 +227,6 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     nl = malloc(levels * sizeof(int64_t));
     lexbuf = malloc(levels * sizeof(int64_t));
     rs = malloc((levels * (R > 0 ? R : 1)) * sizeof(int64_t));
-    have_groups = 1;   /* groups_free is safe on a zeroed or partly made index */
     if (!st || !nl || !lexbuf || !rs || groups_init(&groups)) { PyErr_NoMemory(); goto done; }
     st[0] = q;
     nl[0] = 0;
@@ -325,7 +323,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     if (!glist) goto done;
     result = Py_BuildValue("(innnnN)", status, n_out, n_miss, n_rmiss, nodes, glist);
 done:
-    if (have_groups) groups_free(&groups);
+    groups_free(&groups);
     free(st); free(nl); free(rs); free(lexbuf);
     release(&nbyte); release(&ndepth); release(&nend); release(&ntok); release(&toks); release(&ext);
     release(&copied); release(&emit); release(&alive); release(&refs); release(&first); release(&inh);

@@ -4,8 +4,9 @@ A lexer state that is neither ``START`` nor a hub is usually a few bytes away fr
 property-name trie inside a key string, an escape inside a string body. Its table then differs
 from the hub's in a handful of tokens, and the vectorised build finds them with a dozen array
 passes and several shortcuts (hundreds of numpy calls, the bulk of the slow masks). Here the
-vocabulary is walked as a trie, depth first, beside the walks from ``START`` and from the hubs
-one or two bytes away: a subtree whose walk meets a reference walk before either ends a lexeme
+vocabulary is walked as a trie, depth first, beside the walks from ``START``, from the hubs
+one or two bytes away and from the state's shadow (see :meth:`TrieTables._shadow`): a subtree
+whose walk meets a reference walk before either ends a lexeme
 reads as from that reference and is inherited whole, a dead one is skipped, and only the few
 nodes where the readings differ are visited (llguidance's trie walk with subtree skipping,
 applied to the table of a lexer state rather than to each mask). The vectorised build is the
@@ -144,12 +145,14 @@ def is_narrow(dfa, tid: int) -> bool:
 
 
 class TrieTables:
-    """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
+    """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`).
 
-    def _trie_refs(self, q: int, first: np.ndarray) -> list[int]:
-        """Reference states for the walk from ``q`` over the first bytes ``first`` (uint8 per byte):
-        the hubs one or two bytes from ``q`` (not ``q``, not a hub whose table is being built), in
-        the order found, then ``START`` (in C; :meth:`_trie_refs_numpy` is the reference)."""
+    The builder sets ``_narrow`` (terminal -> narrow?, see :meth:`_narrow_terminals`) at creation."""
+
+    def _trie_refs(self, compiled, q: int, first: np.ndarray) -> list[int]:
+        """The hubs one or two bytes from ``q`` over the first bytes ``first`` (uint8 per byte; not
+        ``q``, not a hub whose table is being built), in the order found, then ``START`` (in C,
+        ``compiled.trie_refs``; :meth:`_trie_refs_numpy` is the reference)."""
         if self._rows is None:      # a lexer mirrored row by row: hubs are known by their copied rows
             one = np.asarray(_distinct(self._ext[q, :256][first.view(bool)]), dtype=np.int64)
             self._need(one, build=False)
@@ -157,12 +160,7 @@ class TrieTables:
             if known.size:
                 self._need(self._ext.take(known, axis=0)[:, :256].reshape(-1), build=False)
         busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
-        refs = native.module().trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy,
-                                         _MAX_REFS)
-        shadow = self._shadow(q)
-        if shadow is not None and shadow not in refs:
-            refs.insert(len(refs) - 1, shadow)
-        return refs
+        return compiled.trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy, _MAX_REFS)
 
     def _shadow(self, q: int) -> int | None:
         """The lexer state of ``q``'s NFA states less those of its *narrow* terminals (a handful of
@@ -194,7 +192,7 @@ class TrieTables:
     def _narrow_terminals(self, terms) -> set[int]:
         """The narrow ones (see :func:`is_narrow`) of the terminals ``terms`` (memoised per terminal:
         a grammar may have thousands, a state holds a few)."""
-        memo = self.__dict__.setdefault("_narrow", {})
+        memo = self._narrow
         out = set()
         for t in terms:
             if t < 0:       # an NFA state no terminal owns (never in a built state): not narrow
@@ -216,11 +214,7 @@ class TrieTables:
         near = np.concatenate([one, two])
         near = near[near > DEAD]
         hubs = near[(self.hub.take(near) >= 0) & self._copied.take(near)]
-        refs = [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS]
-        shadow = self._shadow(q)
-        if shadow is not None and shadow not in refs:
-            refs.append(shadow)
-        return refs + [START]
+        return [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS] + [START]
 
     def _trie_table(self, q: int, row: np.ndarray):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
@@ -231,7 +225,10 @@ class TrieTables:
             return None
         trie = token_trie(self.vocab)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
-        refs = self._trie_refs(q, first)
+        refs = self._trie_refs(compiled, q, first)
+        shadow = self._shadow(q)
+        if shadow is not None and shadow not in refs:
+            refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
         words = self.layout.words
         # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
         live = int(self.layout.bucket_size.take(_flatnonzero(first)).sum())
