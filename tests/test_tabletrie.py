@@ -281,15 +281,18 @@ PATTERNS = ['"abc" | "abd"', '/[ab]{1,3}/', '/[a-c]{2}x/', '/[a-z]{2}/', '/[ab]+
 def test_narrow_terminals_match_a_brute_force_count(smollm2):
     """A terminal is narrow iff its language has at most 16 strings: counted here by ``re`` over
     every string of the alphabet up to length 6 (none of these languages holds a longer string,
-    except the infinite one, which has more than 16 strings up to that length)."""
+    except the infinite one, which has more than 16 strings up to that length). Both ways the
+    lexer learns it agree: from the stored fragments' facts and by counting in the whole NFA."""
     import itertools
     import re
+    from dataclasses import replace
 
     from guidewire.grammar import compile_lark
-    from guidewire.grammar.tabletrie import _NARROW, is_narrow
+    from guidewire.grammar.lexer import NARROW_STRINGS, ByteDFA
 
     rules = "\n".join(f"T{i}: {p}" for i, p in enumerate(PATTERNS))
     g = compile_lark("start: " + " | ".join(f"T{i}" for i in range(len(PATTERNS))) + "\n" + rules, smollm2)
+    whole = ByteDFA(g.dfa.nfa, [replace(t, infinite=False, narrow=False) for t in g.dfa.terminals])
     checked = 0
     for i, pattern in enumerate(PATTERNS):
         tid = next(k for k, t in enumerate(g.dfa.terminals) if t.name == f"T{i}")
@@ -299,6 +302,8 @@ def test_narrow_terminals_match_a_brute_force_count(smollm2):
             rx = pattern.strip("/")
         count = sum(1 for n in range(7) for w in itertools.product("abcdkxyz", repeat=n)
                     if re.fullmatch(rx, "".join(w)))
-        assert is_narrow(g.dfa, tid) == (count <= _NARROW), (pattern, count)
+        assert g.dfa.terminals[tid].narrow == (count <= NARROW_STRINGS), (pattern, count)
+        assert whole.terminals[tid].narrow == g.dfa.terminals[tid].narrow, pattern
+        assert whole.terminals[tid].infinite == g.dfa.terminals[tid].infinite, pattern
         checked += 1
     assert checked == len(PATTERNS)

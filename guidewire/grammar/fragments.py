@@ -24,6 +24,7 @@ from .regex import NFA, RegexFragment
 MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never stored
 MAX_STORED_STATES = 200_000     # total NFA states held by the process-wide store
 MAX_STORED_BYTES = 64 << 20     # ... and at most this many bytes (see StoredFragment.nbytes)
+STRINGS_CAP = 17                # path counts stop here (a terminal of at most 16 strings is narrow)
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,14 @@ class FragmentFacts:
     """What the lexer needs to know about one terminal's fragment.
 
     ``live[i]`` is 1 when state ``first + i`` can reach the fragment's end; ``infinite``
-    tells whether the live automaton reachable from the start has a cycle.
+    tells whether the live automaton reachable from the start has a cycle; ``strings`` counts
+    its paths from start to end (a byte range counting once per byte: an upper bound on the
+    strings of its language), capped at :data:`STRINGS_CAP` (also when infinite).
     """
 
     live: bytes
     infinite: bool
+    strings: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,30 +87,38 @@ def analyse(nfa: NFA, first: int, frag: RegexFragment) -> FragmentFacts | None:
             if not live[p]:
                 live[p] = 1
                 stack.append(p)
-    return FragmentFacts(bytes(live), _has_cycle(eps, edges, first, frag.start - first, live))
+    infinite, strings = count_paths(eps, edges, first, frag.start - first, end, live)
+    return FragmentFacts(bytes(live), infinite, strings)
 
 
-def _has_cycle(eps, edges, first: int, start: int, live: bytearray) -> bool:
-    """Whether the live states reachable from ``start`` (relative ids) contain a cycle."""
+def count_paths(eps, edges, first: int, start: int, end: int, live) -> tuple[bool, int]:
+    """``(infinite, paths)`` of the live states reachable from ``start`` (ids relative to
+    ``first``): whether they contain a cycle, and the number of paths from ``start`` to ``end``
+    (a byte range counting once per byte), capped at :data:`STRINGS_CAP` (the cap when infinite)."""
     if not live[start]:
-        return False
-    color = bytearray(len(live))   # 0 unseen, 1 on the stack, 2 done
-    color[start] = 1
+        return False, 0
+    color = {start: 1}      # 1 on the stack, 2 done (a dict: the lexer counts in the whole NFA)
+    count: dict[int, int] = {}
     stack = [(start, _live_successors(eps, edges, first, start, live), 0)]
     while stack:
         s, succ, i = stack[-1]
         if i == len(succ):
             color[s] = 2
             stack.pop()
+            n = 1 if s == end else 0
+            n += sum(count[t - first] for t in eps[first + s] if live[t - first])
+            n += sum((hi - lo + 1) * count[t - first] for lo, hi, t in edges[first + s] if live[t - first])
+            count[s] = min(n, STRINGS_CAP)
             continue
         stack[-1] = (s, succ, i + 1)
         t = succ[i]
-        if color[t] == 1:
-            return True
-        if color[t] == 0:
+        c = color.get(t)
+        if c == 1:
+            return True, STRINGS_CAP
+        if c is None:
             color[t] = 1
             stack.append((t, _live_successors(eps, edges, first, t, live), 0))
-    return False
+    return False, count[start]
 
 
 def _live_successors(eps, edges, first: int, s: int, live: bytearray) -> list[int]:

@@ -73,7 +73,7 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             if not spec.virtual:
                 empty.add(tid)
             if placed is not None:
-                placed.append((first, FragmentFacts(b"\0\1", False)))
+                placed.append((first, FragmentFacts(b"\0\1", False, 0)))
             continue
         if spec.literal:
             data = spec.pattern.encode("utf-8")

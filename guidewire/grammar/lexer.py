@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from . import native
-from .fragments import FragmentFacts
+from .fragments import STRINGS_CAP, FragmentFacts, count_paths
 from .regex import NFA
 
 DEAD = 0
@@ -30,6 +30,7 @@ START = 1
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
 STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
+NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
 FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
@@ -45,6 +46,7 @@ class Terminal:
     lazy: bool = False
     ignored: bool = False
     infinite: bool = False   # language is infinite (identifier-like); set by the lexer
+    narrow: bool = False     # at most NARROW_STRINGS strings (a property name, an enum constant); set by the lexer
     family: int = -1         # terminals of one family compete by priority; others coexist
 
 
@@ -65,14 +67,15 @@ class ByteDFA:
                 for s in _reachable(nfa, term.start):
                     owner[s] = tid
             self.live = _coreachable(nfa, {t.accept for t in terminals})
-            self.terminals = [_with_infinite(nfa, t, self.live) for t in terminals]
+            self.terminals = [_with_counts(nfa, t, self.live) for t in terminals]
         else:
             live = bytearray(n)
             for tid, (first, facts) in enumerate(fragments):
                 owner[first:first + len(facts.live)] = tid
                 live[first:first + len(facts.live)] = facts.live
             self.live = live
-            self.terminals = [replace(t, infinite=facts.infinite) for t, (_f, facts) in zip(terminals, fragments)]
+            self.terminals = [replace(t, infinite=facts.infinite, narrow=_narrow(facts.infinite, facts.strings))
+                              for t, (_f, facts) in zip(terminals, fragments)]
         self.owner = owner
         self._owner_list = owner.tolist()   # the same, for per-state loops (no numpy scalars)
         self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
@@ -609,28 +612,14 @@ def _reachable(nfa: NFA, start: int) -> set[int]:
     return seen
 
 
-def _with_infinite(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
-    """Copy of ``term`` with ``infinite`` set iff its live automaton has a cycle."""
-    color: dict[int, int] = {}
-    stack = [(term.start, 0)]
-    while stack:
-        s, i = stack.pop()
-        succ = [t for t in nfa.eps[s] if live[t]] + [t for _a, _b, t in nfa.edges[s] if live[t]]
-        if i == 0:
-            if s in color:
-                continue
-            color[s] = 1
-        if i < len(succ):
-            stack.append((s, i + 1))
-            t = succ[i]
-            c = color.get(t)
-            if c == 1:
-                return replace(term, infinite=True)
-            if c is None:
-                stack.append((t, 0))
-        else:
-            color[s] = 2
-    return replace(term, infinite=False)
+def _with_counts(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
+    """Copy of ``term`` with ``infinite`` (its live automaton has a cycle) and ``narrow`` set."""
+    infinite, strings = count_paths(nfa.eps, nfa.edges, 0, term.start, term.accept, live)
+    return replace(term, infinite=infinite, narrow=_narrow(infinite, strings))
+
+
+def _narrow(infinite: bool, strings: int) -> bool:
+    return not infinite and strings <= NARROW_STRINGS
 
 
 def _coreachable(nfa: NFA, finals: set[int]) -> bytearray:

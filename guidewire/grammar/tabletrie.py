@@ -29,8 +29,6 @@ __all__ = ["TokenTrie", "token_trie"]
 
 _TRIE_KEY = "tokentable.trie"
 _MISS_SLOTS = 256
-_NARROW = 16       # a terminal with at most this many strings is narrow (see TrieTables._shadow)
-_NARROW_STATES = 1024   # ... checked over at most this many NFA states (16 names of 32 bytes, two spellings each)
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
@@ -111,43 +109,8 @@ def _build_trie(vocab) -> TokenTrie:
     return trie
 
 
-def is_narrow(dfa, tid: int) -> bool:
-    """Whether terminal ``tid``'s language has at most :data:`_NARROW` strings (paths of the NFA
-    counted, so an upper bound; a cycle, or more than :data:`_NARROW_STATES` states: not narrow)."""
-    term = dfa.terminals[tid]
-    if term.infinite:
-        return False
-    nfa, live = dfa.nfa, dfa.live
-    count: dict[int, int] = {}
-    stack, on_path = [(term.start, False)], set()
-    while stack:
-        st, done = stack.pop()
-        if done:
-            on_path.discard(st)
-            n = 1 if st == term.accept else 0
-            n += sum(count[t] for t in nfa.eps[st] if live[t])
-            n += sum((hi - lo + 1) * count[t] for lo, hi, t in nfa.edges[st] if live[t])
-            count[st] = min(n, _NARROW + 1)
-            continue
-        if st in count:
-            continue
-        if st in on_path or len(on_path) + len(count) > _NARROW_STATES:
-            return False        # a cycle (not finite after all), or too big to be a handful of names
-        on_path.add(st)
-        stack.append((st, True))
-        for t in nfa.eps[st]:
-            if live[t] and t not in count:
-                stack.append((t, False))
-        for _lo, _hi, t in nfa.edges[st]:
-            if live[t] and t not in count:
-                stack.append((t, False))
-    return count.get(term.start, _NARROW + 1) <= _NARROW
-
-
 class TrieTables:
-    """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`).
-
-    The builder sets ``_narrow`` (terminal -> narrow?, see :meth:`_narrow_terminals`) at creation."""
+    """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
 
     def _trie_refs(self, compiled, q: int, first: np.ndarray) -> list[int]:
         """The hubs one or two bytes from ``q`` over the first bytes ``first`` (uint8 per byte; not
@@ -175,8 +138,8 @@ class TrieTables:
         used; in a lazily built lexer, only one whose table is built."""
         dfa = self.dfa
         members = dfa.nfa_states(q)
-        owner = dfa.owner_of
-        narrow = self._narrow_terminals({owner[s] for s in members})
+        owner, terms = dfa.owner_of, dfa.terminals
+        narrow = {t for t in {owner[s] for s in members} if t >= 0 and terms[t].narrow}
         if not narrow:
             return None
         keep = [s for s in members if owner[s] not in narrow]
@@ -188,21 +151,6 @@ class TrieTables:
         # a lazy lexer: only a shadow whose table is built (building one in a product lexer makes
         # lexer rows by the thousand, inside the mask that asked for this table)
         return shadow if self.has_table is not None and self.has_table(shadow) else None
-
-    def _narrow_terminals(self, terms) -> set[int]:
-        """The narrow ones (see :func:`is_narrow`) of the terminals ``terms`` (memoised per terminal:
-        a grammar may have thousands, a state holds a few)."""
-        memo = self._narrow
-        out = set()
-        for t in terms:
-            if t < 0:       # an NFA state no terminal owns (never in a built state): not narrow
-                continue
-            got = memo.get(t)
-            if got is None:
-                got = memo[t] = is_narrow(self.dfa, t)
-            if got:
-                out.add(t)
-        return out
 
     def _trie_refs_numpy(self, q: int, first: np.ndarray) -> list[int]:
         """:meth:`_trie_refs` in numpy, as a set in sorted order, then ``START`` (the reference;

@@ -98,7 +98,6 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
 
     def __init__(self, dfa: ByteDFA, vocab, lookup=None):
         super().__init__(dfa, vocab, lookup)
-        self._narrow: dict[int, bool] = {}     # terminal -> whether it is narrow (see TrieTables)
         if lookup is not None and native.module() is not None:
             token_trie(vocab)   # once per vocabulary, with the layout: not inside a first mask
 
