@@ -2,7 +2,8 @@
  *
  * trie_walk(node_byte, node_depth, node_end, node_tok, toks, max_depth,
  *           ext, copied, emit, alive_id, q, refs, first, inh, words,
- *           gid, tok, miss, budget, wait_refs) -> (status, n_tok, n_miss, n_rmiss, nodes, groups)
+ *           gid, tok, miss, budget, wait_refs[, member, member_prefix, chars, subtree_chars, limit])
+ *     -> (status, n_tok, n_miss, n_rmiss, nodes, groups)
  *
  * The vocabulary's ordinary tokens as a trie in preorder (tabletrie.TokenTrie): node k holds
  * byte node_byte[k] at depth node_depth[k] (1 for a first byte), its subtree is k..node_end[k]-1,
@@ -26,6 +27,12 @@
  * wait_refs is set; otherwise that reference just stops being walked there (a reference only
  * saves work, so the walk is complete and exact without it). status -1: more than ``budget`` nodes, or more walked tokens than tok holds
  * (the caller falls back to the vectorised walk). nodes: the nodes visited.
+ *
+ * A UTF-8 slice (optional, tabletrie.TrieSlice): the tokens of trie position i with member[i] set
+ * and chars[i] < limit read from q along a chain of states and are answered by the slice's rows:
+ * they are neither grouped nor inherited, and a subtree holding only such tokens (no non-member,
+ * member_prefix[i] counting the non-members before position i; and subtree_chars[k] < limit) is
+ * skipped whole. A string body or a maxLength counter then walks only its non-members' paths.
  *
  * The reference is the vectorised table build (tokentable.TableBuilder without this module)
  * and, per token, tokentable.walk_token; the tests compare them.
@@ -144,9 +151,26 @@ static PyObject *groups_list(const Groups *g) {
     return out;
 }
 
-/* set the bits of toks[lo:hi] in row (a subtree's tokens, inherited); -1 with IndexError if one is out of range */
-static int inherit_subtree(uint32_t *row, const int64_t *toks, int32_t lo, int32_t hi, Py_ssize_t words) {
+/* A UTF-8 slice taken out of a walk: its members of fewer than `limit` characters are answered by
+ * the slice's rows (none when member is NULL). member[i], chars[i]: token position i (trie order)
+ * is a member, its characters; mps[i]: non-members before position i; subc[k]: most characters
+ * of a token of node k's subtree. */
+typedef struct {
+    const uint8_t *member;
+    const int32_t *mps, *chars, *subc;
+    int64_t limit;
+} Slice;
+
+static inline int sliced(const Slice *sl, int32_t i) {
+    return sl->member && sl->member[i] && sl->chars[i] < sl->limit;
+}
+
+/* set the bits of toks[lo:hi] in row (a subtree's tokens, inherited; the slice's left out); -1 with
+ * IndexError if one is out of range */
+static int inherit_subtree(uint32_t *row, const int64_t *toks, int32_t lo, int32_t hi, Py_ssize_t words,
+                           const Slice *sl) {
     for (int32_t i = lo; i < hi; i++) {
+        if (sliced(sl, i)) continue;
         int64_t t = toks[i];
         if (t < 0 || (t >> 5) >= words) {
             PyErr_Format(PyExc_IndexError, "trie_walk: token %lld out of range", (long long)t);
@@ -160,16 +184,20 @@ static int inherit_subtree(uint32_t *row, const int64_t *toks, int32_t lo, int32
 PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     PyObject *o_byte, *o_depth, *o_end, *o_ntok, *o_toks, *o_ext, *o_copied, *o_emit, *o_alive;
     PyObject *o_refs, *o_first, *o_inh, *o_gid, *o_tok, *o_miss;
+    PyObject *o_member = Py_None, *o_mps = Py_None, *o_chars = Py_None, *o_subc = Py_None;
     Py_ssize_t max_depth, words, budget;
-    long long q;
+    long long q, limit = 0;
     int wait_refs;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOnp", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
+    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOnp|OOOOL", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
                           &o_ext, &o_copied, &o_emit, &o_alive, &q, &o_refs, &o_first, &o_inh, &words,
-                          &o_gid, &o_tok, &o_miss, &budget, &wait_refs))
+                          &o_gid, &o_tok, &o_miss, &budget, &wait_refs, &o_member, &o_mps, &o_chars, &o_subc,
+                          &limit))
         return NULL;
     Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
     Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, miss = {0};
+    Buf member = {0}, mps = {0}, chars = {0}, subc = {0};
+    Slice slc = {NULL, NULL, NULL, NULL, 0};
     Groups groups;
     memset(&groups, 0, sizeof(groups));   /* groups_free is safe on it from here on */
     int64_t *st = NULL, *nl = NULL, *rs = NULL, *lexbuf = NULL;
@@ -181,6 +209,10 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
         get_buf(o_alive, &alive, "alive_id", 8, 0) || get_buf(o_refs, &refs, "refs", 8, 0) ||
         get_buf(o_first, &first, "first", 1, 0) || get_buf(o_inh, &inh, "inh", 4, 1) ||
         get_buf(o_gid, &gid, "gid", 8, 1) || get_buf(o_tok, &tok, "tok", 8, 1) || get_buf(o_miss, &miss, "miss", 8, 1))
+        goto done;
+    if (o_member != Py_None &&
+        (get_buf(o_member, &member, "member", 1, 0) || get_buf(o_mps, &mps, "member_prefix", 4, 0) ||
+         get_buf(o_chars, &chars, "chars", 4, 0) || get_buf(o_subc, &subc, "subtree_chars", 4, 0)))
         goto done;
     Py_ssize_t N = LEN(nbyte, 1), n_toks = LEN(toks, 8), R = LEN(refs, 8);
     Py_ssize_t n_states = LEN(ext, 8) / T_ROW;
@@ -200,6 +232,17 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     if (q <= T_DEAD || q >= n_states || n_states <= T_START) {
         PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", q);
         goto done;
+    }
+    if (o_member != Py_None) {
+        if (LEN(member, 1) != n_toks || LEN(mps, 4) != n_toks + 1 || LEN(chars, 4) != n_toks || LEN(subc, 4) != N) {
+            PyErr_SetString(PyExc_ValueError, "trie_walk: slice array sizes do not match");
+            goto done;
+        }
+        slc.member = member.view.buf;
+        slc.mps = mps.view.buf;
+        slc.chars = chars.view.buf;
+        slc.subc = subc.view.buf;
+        slc.limit = limit;
     }
     const uint8_t *BYTE = nbyte.view.buf, *COPIED = copied.view.buf, *FIRST = first.view.buf;
     const int32_t *DEPTH = ndepth.view.buf, *END = nend.view.buf, *NTOK = ntok.view.buf;
@@ -243,6 +286,8 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
             goto done;
         }
         if (d == 1 && !FIRST[b]) { k = stop; continue; }
+        if (slc.member && slc.subc[k] < slc.limit && slc.mps[NTOK[stop]] == slc.mps[NTOK[k]])
+            { k = stop; continue; }   /* every token below is the slice's */
         if (++nodes > budget) { status = -1; break; }
         int64_t s = st[d - 1], l = nl[d - 1];
         int64_t ns = EXT[s * T_ROW + b];
@@ -268,7 +313,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
                 if (p >= 0 && EXT[p * T_ROW + b] == T_DEAD && EMIT[p] == e) met = r;
             }
             if (met >= 0) {
-                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words) < 0) goto done;
+                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words, &slc) < 0) goto done;
                 k = stop;
                 continue;
             }
@@ -288,7 +333,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
                 here[r] = x == T_DEAD ? -1 : x;   /* the reference's lexeme ended or died: it cannot meet */
             }
             if (met >= 0) {   /* the rest of every token below reads as from refs[met] */
-                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words) < 0) goto done;
+                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words, &slc) < 0) goto done;
                 k = stop;
                 continue;
             }
@@ -298,6 +343,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
             int64_t g = group_of(&groups, lexbuf, l, a);
             if (g < 0) { PyErr_NoMemory(); goto done; }
             for (int32_t i = NTOK[k]; i < NTOK[k + 1]; i++) {
+                if (sliced(&slc, i)) continue;
                 if (n_out == cap) { status = -1; break; }
                 TOK[n_out] = TOKS[i];
                 GID[n_out++] = g;
@@ -328,6 +374,7 @@ done:
     release(&nbyte); release(&ndepth); release(&nend); release(&ntok); release(&toks); release(&ext);
     release(&copied); release(&emit); release(&alive); release(&refs); release(&first); release(&inh);
     release(&gid); release(&tok); release(&miss);
+    release(&member); release(&mps); release(&chars); release(&subc);
     return result;
 }
 

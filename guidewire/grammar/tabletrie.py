@@ -23,11 +23,14 @@ from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
-from .vocabindex import per_vocab, vocab_layout
+from .vocabindex import _byte_set_cached, per_vocab, utf8_slice, utf8_tokens, vocab_layout
 
-__all__ = ["TokenTrie", "token_trie"]
+__all__ = ["TokenTrie", "TrieSlice", "range_max", "token_trie", "trie_slice"]
 
 _TRIE_KEY = "tokentable.trie"
+_CHARS_KEY = "tokentable.trie_chars"
+_SLICE_KEY = "tokentable.trie_slices"
+_SLICE_BYTES = 32 << 20     # per vocabulary, for trie_slice (a slice is 5 bytes per token)
 _MISS_SLOTS = 256
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
@@ -40,8 +43,8 @@ class TokenTrie:
     Node ``k`` holds byte ``node_byte[k]`` at depth ``node_depth[k]`` (1: a first byte); its
     subtree is the nodes ``k:node_end[k]``; the tokens ending at ``k`` are
     ``toks[node_tok[k]:node_tok[k + 1]]`` (ids; several where byte strings repeat), so a
-    subtree's tokens are ``toks[node_tok[k]:node_tok[node_end[k]]]``. ``max_depth`` is the
-    longest token's length.
+    subtree's tokens are ``toks[node_tok[k]:node_tok[node_end[k]]]``; ``pos[i]`` is the layout
+    index of ``toks[i]``. ``max_depth`` is the longest token's length.
     """
 
     node_byte: np.ndarray
@@ -49,12 +52,33 @@ class TokenTrie:
     node_end: np.ndarray
     node_tok: np.ndarray
     toks: np.ndarray
+    pos: np.ndarray
     max_depth: int
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        return sum(a.nbytes for a in (self.node_byte, self.node_depth, self.node_end, self.node_tok, self.toks))
+        return sum(a.nbytes for a in (self.node_byte, self.node_depth, self.node_end, self.node_tok, self.toks,
+                                      self.pos))
+
+
+@dataclass(frozen=True)
+class TrieSlice:
+    """A UTF-8 slice (:class:`~.vocabindex.Utf8Slice`) in the trie's token order, for the C walk:
+    ``member[i]`` (uint8) whether the token at position ``i`` is a member, ``prefix[i]`` the
+    non-members before position ``i`` (int32, one longer), ``chars[i]`` its characters and
+    ``subtree_chars[k]`` the most characters of a token in node ``k``'s subtree (both int32,
+    shared by every slice of the vocabulary)."""
+
+    member: np.ndarray
+    prefix: np.ndarray
+    chars: np.ndarray
+    subtree_chars: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by this slice's own arrays."""
+        return self.member.nbytes + self.prefix.nbytes
 
 
 def token_trie(vocab) -> TokenTrie:
@@ -103,10 +127,59 @@ def _build_trie(vocab) -> TokenTrie:
     final = np.maximum.accumulate(final)      # a repeated byte string ends where its twin does
     node_tok = np.searchsorted(final, np.arange(total + 1)).astype(np.int32)
     trie = TokenTrie(node_byte, depth.astype(np.int32), node_end.astype(np.int32), node_tok,
-                     layout.ids.take(order).astype(np.int64), max_depth)
-    for arr in (trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks):
+                     layout.ids.take(order).astype(np.int64), order, max_depth)
+    for arr in (trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.pos):
         arr.setflags(write=False)
     return trie
+
+
+def trie_slice(vocab, class_set: np.ndarray) -> TrieSlice:
+    """The :class:`TrieSlice` of ``vocab``'s UTF-8 slice for the 256-bool class ``class_set``
+    (:func:`~.vocabindex.utf8_slice`), memoised per vocabulary (bounded by :data:`_SLICE_BYTES`)."""
+    return _byte_set_cached(vocab, _SLICE_KEY, class_set, _build_trie_slice, lambda t: t.nbytes, _SLICE_BYTES)
+
+
+def _build_trie_slice(vocab, class_set: np.ndarray) -> TrieSlice:
+    trie = token_trie(vocab)
+    chars, subtree = per_vocab(vocab, _CHARS_KEY, _trie_chars)
+    member = utf8_slice(vocab, class_set).member.take(trie.pos).view(np.uint8)
+    prefix = np.zeros(member.size + 1, dtype=np.int32)
+    np.cumsum(member == 0, out=prefix[1:])
+    for arr in (member, prefix):
+        arr.setflags(write=False)
+    return TrieSlice(member, prefix, chars, subtree)
+
+
+def _trie_chars(vocab) -> tuple[np.ndarray, np.ndarray]:
+    """(characters per trie position, most characters of a token per node's subtree), int32."""
+    trie = token_trie(vocab)
+    chars = utf8_tokens(vocab).chars.take(trie.pos).astype(np.int32)
+    lo = trie.node_tok[:-1].astype(np.int64)
+    hi = trie.node_tok.take(trie.node_end.astype(np.int64)).astype(np.int64)   # every subtree holds a token
+    subtree = range_max(chars, lo, hi)
+    for arr in (chars, subtree):
+        arr.setflags(write=False)
+    return chars, subtree
+
+
+def range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``max(vals[lo[i]:hi[i]])`` for each ``i`` (every range non-empty), by a sparse table."""
+    levels = [vals]
+    while (2 << (len(levels) - 1)) <= vals.size:
+        half = 1 << (len(levels) - 1)
+        prev = levels[-1]
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    span = hi - lo
+    if span.size and int(span.min()) < 1:
+        raise ValueError("range_max: an empty range")
+    level = np.frexp(span.astype(np.float64))[1].astype(np.int64) - 1     # floor(log2(span))
+    out = np.empty(lo.size, dtype=vals.dtype)
+    for j in _distinct(level):
+        sel = _flatnonzero(level == j)
+        t = levels[j]
+        a, b = lo.take(sel), hi.take(sel) - (1 << j)
+        out[sel] = np.maximum(t.take(a), t.take(b))
+    return out
 
 
 class TrieTables:
@@ -167,7 +240,11 @@ class TrieTables:
     def _trie_table(self, q: int, row: np.ndarray):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
-        no table cache to inherit from, or a walk past :data:`~.tabletuning.TRIE_NODES` nodes)."""
+        no table cache to inherit from, or a walk past :data:`~.tabletuning.TRIE_NODES` nodes).
+
+        A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
+        body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
+        members answered by the slice's rows and only the rest of the trie walked."""
         compiled = native.module()
         if compiled is None or self.lookup is None:
             return None
@@ -177,6 +254,46 @@ class TrieTables:
         shadow = self._shadow(q)
         if shadow is not None and shadow not in refs:
             refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
+        got = self._trie_walk(compiled, trie, q, refs, first, None)
+        stays: list = []
+        if got is None:
+            sliced = self._trie_slice(q, row, first, stays)
+            if sliced is None:
+                return None
+            got = self._trie_walk(compiled, trie, q, refs, first, sliced)
+            if got is None:
+                return None
+        gid, tok, keys, inh = got
+        values = self._alive_values
+        groups = [(lex, values[a]) for lex, a in keys]
+        if self.admit is not None and groups:   # groups no parser state allows get no row
+            ok = self.admit(groups)
+            if not all(ok):
+                gid = admitted_numbers(ok).take(gid)
+                groups = [g for g, y in zip(groups, ok) if y]
+        masks = rows_by_group(gid, tok, len(groups), self.layout.words)
+        if stays:
+            groups, masks = self._add_stays(groups, masks, {}, stays)
+        inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()}
+        return tuple(groups), masks, inherit
+
+    def _trie_slice(self, q: int, row: np.ndarray, first: np.ndarray, stays: list):
+        """``(TrieSlice, limit)`` of ``q``'s UTF-8 slice (members of fewer than ``limit`` characters
+        are answered by its rows, added to ``stays``), or None where ``q`` has none."""
+        firsts = _flatnonzero(first)
+        plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
+        if plan is None:
+            return None
+        sl, chain, loops, class_bytes = plan
+        class_set = np.zeros(256, dtype=bool)
+        class_set[class_bytes] = True
+        self._slice_stays(q, row, sl, chain, loops, stays)
+        return trie_slice(self.vocab, class_set), (1 << 62) if loops else len(chain)
+
+    def _trie_walk(self, compiled, trie: TokenTrie, q: int, refs: list[int], first: np.ndarray, sliced):
+        """One C walk of the trie from ``q`` beside ``refs`` (``sliced``: ``(TrieSlice, limit)`` or
+        None), making the lexer rows it reaches and walking again until it is complete:
+        ``(gid, tok, group keys, inherited rows per reference)``, or None past the budget."""
         words = self.layout.words
         # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
         live = int(self.layout.bucket_size.take(_flatnonzero(first)).sum())
@@ -184,6 +301,8 @@ class TrieTables:
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         miss = np.empty(_MISS_SLOTS, dtype=np.int64)
         ref_arr = np.asarray(refs, dtype=np.int64)
+        extra = () if sliced is None else (sliced[0].member, sliced[0].prefix, sliced[0].chars,
+                                           sliced[0].subtree_chars, sliced[1])
         ref_rows, wait = 0, True
         while True:
             self._need(np.concatenate([ref_arr, [q, START]]))
@@ -191,13 +310,13 @@ class TrieTables:
             status, n, n_miss, n_rmiss, nodes, keys = compiled.trie_walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
                 self.trans, self._copied.view(np.uint8), self.emit, self.alive_id, q, ref_arr, first, inh,
-                words, gid, tok, miss, tuning.TRIE_NODES, wait)
+                words, gid, tok, miss, tuning.TRIE_NODES, wait, *extra)
             if self.fuel is not None:
                 self.fuel.spend(1 + nodes)
             if status < 0:
                 return None
             if not n_miss and not n_rmiss:
-                break
+                return gid[:n], tok[:n], keys, inh
             todo = miss[:n_miss].copy()     # rows the walk reached unmirrored: make them, walk again
             if n_rmiss:     # a reference's rows are made only while they are few (a shadow's product
                 more = np.asarray(_distinct(miss[miss.size - n_rmiss:]), dtype=np.int64)   # can be huge)
@@ -208,14 +327,3 @@ class TrieTables:
                     self._need(more, build=False)   # rows already made are only copied; then walk on without
                     wait = False
             self._need(todo)
-        values = self._alive_values
-        groups = [(lex, values[a]) for lex, a in keys]
-        gid, tok = gid[:n], tok[:n]
-        if self.admit is not None and groups:   # groups no parser state allows get no row
-            ok = self.admit(groups)
-            if not all(ok):
-                gid = admitted_numbers(ok).take(gid)
-                groups = [g for g, y in zip(groups, ok) if y]
-        masks = rows_by_group(gid, tok, len(groups), words)
-        inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()}
-        return tuple(groups), masks, inherit
