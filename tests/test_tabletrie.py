@@ -307,3 +307,118 @@ def test_narrow_terminals_match_a_brute_force_count(smollm2):
         assert whole.terminals[tid].infinite == g.dfa.terminals[tid].infinite, pattern
         checked += 1
     assert checked == len(PATTERNS)
+
+
+# strings whose counters have no hub to meet: a maxLength counter alone, one in product with a pattern
+# string and another counter (every string terminal is alive after a quote), and non-ASCII text
+SLICED = {"type": "object", "properties": {
+    "text": {"type": "string", "maxLength": 60},
+    "code": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40},
+    "note": {"type": "string", "minLength": 2, "maxLength": 30}}}
+SLICED_PREFIXES = (b'{"text": "a', b'{"text": "ab cd', b'{"text": "\xc3\xa9t\xc3\xa9 ', b'{"note": "x',
+                   b'{"text": "' + b'y' * 55, b'{"text": "a\\n')
+
+
+def _slice_spy(monkeypatch):
+    """Count trie tables built with a UTF-8 slice taken out (and those that then fell back)."""
+    seen = {"sliced": 0, "sliced_fell_back": 0}
+    original = tabletrie.TrieTables._trie_slice
+    table = tabletrie.TrieTables._trie_table
+
+    def spy_slice(self, q, row, first, stays):
+        out = original(self, q, row, first, stays)
+        if out is not None:
+            seen["sliced"] += 1
+            self._sliced_now = True
+        return out
+
+    def spy_table(self, q, row):
+        self._sliced_now = False
+        out = table(self, q, row)
+        if out is None and self._sliced_now:
+            seen["sliced_fell_back"] += 1
+        return out
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_slice", spy_slice)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", spy_table)
+    return seen
+
+
+@needs_native
+def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch):
+    """Counter states (alone, in product with a pattern string, near their end, after an escape):
+    the walk with the slice taken out over budget, then again without the members; every token's
+    reading (grouped, from the slice's rows, or inherited) is the slow walk's, in one place only."""
+    seen = _slice_spy(monkeypatch)
+    g = compile_json_schema(SLICED, smollm2)
+    builder = g._builder
+    builder.admit = None
+    rng = np.random.default_rng(1)
+    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefgiklmnorstuxy-\\ \n\xc3\xa9', rng, limit=3000)
+    tokens += rng.choice(smollm2.normal_ids, 4000, replace=False).tolist()
+    states = 0
+    for prefix in SLICED_PREFIXES:
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        assert state is not None, prefix
+        check_state(builder, state[1], tokens)
+        states += 1
+    assert states == len(SLICED_PREFIXES)
+    assert seen["sliced"] >= 4 and seen["sliced"] > seen["sliced_fell_back"], seen
+
+
+@needs_native
+def test_masks_with_and_without_the_sliced_walk_are_identical(smollm2, monkeypatch):
+    """Random walks through the counter schema: masks with the trie path (slices included) are the
+    vectorised build's, mask by mask."""
+    seen = _slice_spy(monkeypatch)
+    with_trie = _walk_masks(SLICED, smollm2, np.random.default_rng(5), walks=6, steps=90)
+    assert seen["sliced"] - seen["sliced_fell_back"] >= 10, seen
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row: None)
+    without = _walk_masks(SLICED, smollm2, np.random.default_rng(5), walks=6, steps=90)
+    assert len(with_trie) == len(without) and len(with_trie) > 150
+    for a, b in zip(with_trie, without):
+        assert np.array_equal(a, b)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=300), st.data())
+def test_range_max_matches_brute_force(values, data):
+    from guidewire.grammar.tabletrie import range_max
+
+    vals = np.array(values, dtype=np.int32)
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, len(values) - 1), st.integers(1, len(values))),
+                               min_size=1, max_size=50))
+    lo = np.array([min(a, b - 1) for a, b in pairs], dtype=np.int64)
+    hi = np.array([max(a + 1, b) for a, b in pairs], dtype=np.int64)
+    got = range_max(vals, lo, hi)
+    assert got.tolist() == [max(values[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
+
+
+def test_trie_slice_members_and_subtree_characters(smollm2):
+    """A trie slice against the token bytes: members are whole UTF-8 with every character in the
+    class (checked by decoding), and each node's subtree count of characters is the brute-force
+    most over the tokens below it (a sample of nodes)."""
+    from guidewire.grammar.tabletrie import trie_slice
+
+    trie = token_trie(smollm2)
+    cls = np.zeros(256, dtype=bool)
+    cls[[ord(c) for c in "abcdefghijklmnopqrstuvwxyz "]] = True
+    cls[0xC2:0xF5] = True
+    sl = trie_slice(smollm2, cls)
+    checked = 0
+    for i in range(0, trie.toks.size, 37):
+        data = smollm2.token_bytes[int(trie.toks[i])]
+        try:
+            text = data.decode("utf-8")
+            ok = all(c in "abcdefghijklmnopqrstuvwxyz " or ord(c) >= 0x80 for c in text)
+        except UnicodeDecodeError:
+            ok, text = False, None
+        assert bool(sl.member[i]) == ok, data
+        if text is not None:
+            assert sl.chars[i] == len(text)
+        assert sl.prefix[i + 1] - sl.prefix[i] == (0 if ok else 1)
+        checked += 1
+    for k in range(0, trie.node_byte.size, 101):
+        lo, hi = trie.node_tok[k], trie.node_tok[trie.node_end[k]]
+        assert sl.subtree_chars[k] == sl.chars[lo:hi].max()
+    assert checked > 1000
