@@ -86,8 +86,8 @@ def _spy(monkeypatch):
     original = tabletrie.TrieTables._trie_table
     compiled = native.module()
 
-    def spy(self, q, row):
-        out = original(self, q, row)
+    def spy(self, q, row, *base):
+        out = original(self, q, row, *base)
         seen["built" if out is not None else "fell_back"] += 1
         if out is not None:
             seen["from_shadow"] += sum(h != START and self.hub[h] < 0 for h in out[2])
@@ -158,8 +158,8 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
     original = tabletrie.TrieTables._trie_table
     outcomes = {"built": 0, "fell_back": 0}
 
-    def counting(self, q, row):
-        out = original(self, q, row)
+    def counting(self, q, row, *base):
+        out = original(self, q, row, *base)
         outcomes["built" if out is not None else "fell_back"] += 1
         return out
 
@@ -167,7 +167,7 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
     for i, schema in enumerate(SCHEMAS):
         monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", counting)
         with_trie = _walk_masks(schema, smollm2, np.random.default_rng(i))
-        monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row: None)
+        monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
         without = _walk_masks(schema, smollm2, np.random.default_rng(i))
         assert len(with_trie) == len(without)
         for a, b in zip(with_trie, without):
@@ -321,7 +321,7 @@ SLICED_PREFIXES = (b'{"text": "a', b'{"text": "ab cd', b'{"text": "\xc3\xa9t\xc3
 
 def _slice_spy(monkeypatch):
     """Count trie tables built with a UTF-8 slice taken out (and those that then fell back)."""
-    seen = {"sliced": 0, "sliced_fell_back": 0}
+    seen = {"sliced": 0, "sliced_fell_back": 0, "hubs": 0}
     original = tabletrie.TrieTables._trie_slice
     table = tabletrie.TrieTables._trie_table
 
@@ -332,11 +332,14 @@ def _slice_spy(monkeypatch):
             self._sliced_now = True
         return out
 
-    def spy_table(self, q, row):
+    def spy_table(self, q, row, *base):
         self._sliced_now = False
-        out = table(self, q, row)
+        out = table(self, q, row, *base)
         if out is None and self._sliced_now:
             seen["sliced_fell_back"] += 1
+        if out is not None and base and base[0]:
+            seen["hubs"] += 1       # a hub's table by the sliced walk (inherits nothing)
+            assert not out[2]
         return out
 
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_slice", spy_slice)
@@ -346,9 +349,10 @@ def _slice_spy(monkeypatch):
 
 @needs_native
 def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch):
-    """Counter states (alone, in product with a pattern string, near their end, after an escape):
-    the walk with the slice taken out over budget, then again without the members; every token's
-    reading (grouped, from the slice's rows, or inherited) is the slow walk's, in one place only."""
+    """Counter states (alone, in product with a pattern string, near their end, after an escape),
+    and hubs: the walk with the slice taken out (after a plain walk over budget; a hub at once,
+    inheriting nothing); every token's reading (grouped, from the slice's rows, or inherited) is
+    the slow walk's, in one place only."""
     seen = _slice_spy(monkeypatch)
     g = compile_json_schema(SLICED, smollm2)
     builder = g._builder
@@ -364,6 +368,7 @@ def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypat
         states += 1
     assert states == len(SLICED_PREFIXES)
     assert seen["sliced"] >= 4 and seen["sliced"] > seen["sliced_fell_back"], seen
+    assert seen["hubs"] >= 1, seen     # the key string's hub, read by the key states that inherit from it
 
 
 @needs_native
@@ -373,7 +378,7 @@ def test_masks_with_and_without_the_sliced_walk_are_identical(smollm2, monkeypat
     seen = _slice_spy(monkeypatch)
     with_trie = _walk_masks(SLICED, smollm2, np.random.default_rng(5), walks=6, steps=90)
     assert seen["sliced"] - seen["sliced_fell_back"] >= 10, seen
-    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row: None)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
     without = _walk_masks(SLICED, smollm2, np.random.default_rng(5), walks=6, steps=90)
     assert len(with_trie) == len(without) and len(with_trie) > 150
     for a, b in zip(with_trie, without):

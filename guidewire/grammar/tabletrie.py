@@ -237,25 +237,30 @@ class TrieTables:
         hubs = near[(self.hub.take(near) >= 0) & self._copied.take(near)]
         return [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS] + [START]
 
-    def _trie_table(self, q: int, row: np.ndarray):
+    def _trie_table(self, q: int, row: np.ndarray, base: bool = False):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
         no table cache to inherit from, or a walk past :data:`~.tabletuning.TRIE_NODES` nodes).
 
         A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
         body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
-        members answered by the slice's rows and only the rest of the trie walked."""
+        members answered by the slice's rows and only the rest of the trie walked. A hub's table
+        (``base``) inherits nothing: it is walked with its slice taken out and no reference."""
         compiled = native.module()
         if compiled is None or self.lookup is None:
             return None
         trie = token_trie(self.vocab)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
-        refs = self._trie_refs(compiled, q, first)
-        shadow = self._shadow(q)
-        if shadow is not None and shadow not in refs:
-            refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
-        got = self._trie_walk(compiled, trie, q, refs, first, None)
         stays: list = []
+        if base:
+            refs: list[int] = []
+            got = None      # a hub's plain walk meets nothing: most of the trie
+        else:
+            refs = self._trie_refs(compiled, q, first)
+            shadow = self._shadow(q)
+            if shadow is not None and shadow not in refs:
+                refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
+            got = self._trie_walk(compiled, trie, q, refs, first, None)
         if got is None:
             sliced = self._trie_slice(q, row, first, stays)
             if sliced is None:
@@ -274,7 +279,7 @@ class TrieTables:
         masks = rows_by_group(gid, tok, len(groups), self.layout.words)
         if stays:
             groups, masks = self._add_stays(groups, masks, {}, stays)
-        inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()}
+        inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()} if refs else {}
         return tuple(groups), masks, inherit
 
     def _trie_slice(self, q: int, row: np.ndarray, first: np.ndarray, stays: list):

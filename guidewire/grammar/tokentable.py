@@ -141,8 +141,8 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
             row = row.copy()
             for _h, first in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
-        if not base:    # a few bytes from a hub or START: the trie walk visits only where they differ
-            got = self._trie_table(q, row)
+        if q != START:  # a few bytes from a hub or START: the trie walk visits only where they differ
+            got = self._trie_table(q, row, base)     # (a hub: its slice taken out, nothing inherited)
             if got is not None:
                 groups, masks, inherit = got
                 return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
