@@ -25,6 +25,7 @@ MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never 
 MAX_STORED_STATES = 200_000     # total NFA states held by the process-wide store
 MAX_STORED_BYTES = 64 << 20     # ... and at most this many bytes (see StoredFragment.nbytes)
 STRINGS_CAP = 17                # path counts stop here (a terminal of at most 16 strings is narrow)
+COUNT_STATES = 1024             # ... and past this many states (16 names of 32 bytes, two spellings each)
 
 
 @dataclass(frozen=True)
@@ -87,38 +88,59 @@ def analyse(nfa: NFA, first: int, frag: RegexFragment) -> FragmentFacts | None:
             if not live[p]:
                 live[p] = 1
                 stack.append(p)
-    infinite, strings = count_paths(eps, edges, first, frag.start - first, end, live)
+    start = frag.start - first
+    infinite = _has_cycle(eps, edges, first, start, live)
+    strings = STRINGS_CAP if infinite or n > COUNT_STATES else count_strings(eps, edges, first, start, end, live)
     return FragmentFacts(bytes(live), infinite, strings)
 
 
-def count_paths(eps, edges, first: int, start: int, end: int, live) -> tuple[bool, int]:
-    """``(infinite, paths)`` of the live states reachable from ``start`` (ids relative to
-    ``first``): whether they contain a cycle, and the number of paths from ``start`` to ``end``
-    (a byte range counting once per byte), capped at :data:`STRINGS_CAP` (the cap when infinite)."""
+def _has_cycle(eps, edges, first: int, start: int, live: bytearray) -> bool:
+    """Whether the live states reachable from ``start`` (relative ids) contain a cycle."""
     if not live[start]:
-        return False, 0
-    color = {start: 1}      # 1 on the stack, 2 done (a dict: the lexer counts in the whole NFA)
-    count: dict[int, int] = {}
+        return False
+    color = bytearray(len(live))   # 0 unseen, 1 on the stack, 2 done
+    color[start] = 1
     stack = [(start, _live_successors(eps, edges, first, start, live), 0)]
     while stack:
         s, succ, i = stack[-1]
         if i == len(succ):
             color[s] = 2
             stack.pop()
+            continue
+        stack[-1] = (s, succ, i + 1)
+        t = succ[i]
+        if color[t] == 1:
+            return True
+        if color[t] == 0:
+            color[t] = 1
+            stack.append((t, _live_successors(eps, edges, first, t, live), 0))
+    return False
+
+
+def count_strings(eps, edges, first: int, start: int, end: int, live) -> int:
+    """The paths from ``start`` to ``end`` over live states (ids relative to ``first``; the automaton
+    reachable from ``start`` has no cycle), a byte range counting once per byte: an upper bound on
+    the strings of the language. Capped at :data:`STRINGS_CAP`, also once more than
+    :data:`COUNT_STATES` states are reached (a handful of names is far smaller)."""
+    if not live[start]:
+        return 0
+    count: dict[int, int] = {}
+    stack = [(start, False)]
+    while stack:
+        s, done = stack.pop()
+        if done:
             n = 1 if s == end else 0
             n += sum(count[t - first] for t in eps[first + s] if live[t - first])
             n += sum((hi - lo + 1) * count[t - first] for lo, hi, t in edges[first + s] if live[t - first])
             count[s] = min(n, STRINGS_CAP)
             continue
-        stack[-1] = (s, succ, i + 1)
-        t = succ[i]
-        c = color.get(t)
-        if c == 1:
-            return True, STRINGS_CAP
-        if c is None:
-            color[t] = 1
-            stack.append((t, _live_successors(eps, edges, first, t, live), 0))
-    return False, count[start]
+        if s in count:
+            continue
+        if len(count) + len(stack) > COUNT_STATES:
+            return STRINGS_CAP
+        stack.append((s, True))
+        stack.extend((t, False) for t in _live_successors(eps, edges, first, s, live) if t not in count)
+    return count[start]
 
 
 def _live_successors(eps, edges, first: int, s: int, live: bytearray) -> list[int]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from . import native
-from .fragments import STRINGS_CAP, FragmentFacts, count_paths
+from .fragments import STRINGS_CAP, FragmentFacts, count_strings
 from .regex import NFA
 
 DEAD = 0
@@ -614,8 +614,27 @@ def _reachable(nfa: NFA, start: int) -> set[int]:
 
 def _with_counts(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
     """Copy of ``term`` with ``infinite`` (its live automaton has a cycle) and ``narrow`` set."""
-    infinite, strings = count_paths(nfa.eps, nfa.edges, 0, term.start, term.accept, live)
-    return replace(term, infinite=infinite, narrow=_narrow(infinite, strings))
+    color: dict[int, int] = {}
+    stack = [(term.start, 0)]
+    while stack:
+        s, i = stack.pop()
+        succ = [t for t in nfa.eps[s] if live[t]] + [t for _a, _b, t in nfa.edges[s] if live[t]]
+        if i == 0:
+            if s in color:
+                continue
+            color[s] = 1
+        if i < len(succ):
+            stack.append((s, i + 1))
+            t = succ[i]
+            c = color.get(t)
+            if c == 1:
+                return replace(term, infinite=True, narrow=False)
+            if c is None:
+                stack.append((t, 0))
+        else:
+            color[s] = 2
+    strings = count_strings(nfa.eps, nfa.edges, 0, term.start, term.accept, live)
+    return replace(term, infinite=False, narrow=_narrow(False, strings))
 
 
 def _narrow(infinite: bool, strings: int) -> bool:
