@@ -9,8 +9,11 @@ one or two bytes away and from the state's shadow (see :meth:`TrieTables._shadow
 whose walk meets a reference walk before either ends a lexeme
 reads as from that reference and is inherited whole, a dead one is skipped, and only the few
 nodes where the readings differ are visited (llguidance's trie walk with subtree skipping,
-applied to the table of a lexer state rather than to each mask). The vectorised build is the
-reference and the fallback (no compiled module, or a walk past :data:`~.tabletuning.TRIE_NODES`).
+applied to the table of a lexer state rather than to each mask). A state with nothing to meet
+(a ``maxLength`` counter, and a hub, whose table inherits nothing) is walked with its UTF-8 slice
+taken out (:class:`TrieSlice`): the slice's members are answered by its rows and only the other
+tokens' paths are visited. The vectorised build is the reference and the fallback (no compiled
+module, or a walk past :data:`~.tabletuning.TRIE_NODES`).
 """
 
 from __future__ import annotations
