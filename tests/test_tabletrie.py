@@ -245,6 +245,18 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
         call(ext=bad)
     with pytest.raises(TypeError):
         call(emit=emit.astype(np.int32))
+    n_toks = trie.toks.size     # a slice: every array sized to the trie, else a typed error
+    member = np.zeros(n_toks, dtype=np.uint8)
+    prefix = np.arange(n_toks + 1, dtype=np.int32)
+    chars = np.ones(n_toks, dtype=np.int32)
+    subc = np.ones(trie.node_byte.size, dtype=np.int32)
+    assert call(ext=deeper, member=member, prefix=prefix, chars=chars, subc=subc, limit=5)[0] == 0
+    with pytest.raises(ValueError):
+        call(member=member[:-1], prefix=prefix, chars=chars, subc=subc, limit=5)
+    with pytest.raises(ValueError):
+        call(member=member, prefix=prefix, chars=chars, subc=subc[:-1], limit=5)
+    with pytest.raises(TypeError):
+        call(member=member, prefix=prefix.astype(np.int64), chars=chars, subc=subc, limit=5)
 
 
 @needs_native
