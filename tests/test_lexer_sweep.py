@@ -8,6 +8,7 @@ random multi-terminal lexers.
 """
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -220,3 +221,32 @@ def test_determinize_refuses_bad_arrays():
         det(off, *edge, *eps, live, owner, lazy, np.array([0, 0]), 100, 100, -1.0)
     with pytest.raises(ValueError, match="epsilon"):
         det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, start, 100, 100, -1.0)
+
+
+def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypatch):
+    """A lazily grown lexer whose table is reserved whole early (``RESERVE_FROM`` small) has the
+    same states and rows as one that only doubles; the reservation stops at what the limits
+    allow (``max_bytes``), and past it the state limit still raises a typed error."""
+    from guidewire.core.errors import LimitExceededError
+    from guidewire.grammar import compile_json_schema
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 90},
+                                               "b": {"type": "string", "pattern": "^[a-z]{2,70}$"}}}
+    tables = []
+    for reserve in (1 << 40, 64):
+        monkeypatch.setattr(lexer, "RESERVE_FROM", reserve)
+        dfa = compile_json_schema(schema, smollm2).dfa
+        dfa.build_all(limit=20_000)
+        tables.append((dfa.n_states, dfa.trans[:dfa.n_states].copy(), list(dfa.emit), list(dfa.alive),
+                       dfa.trans.shape[0]))
+    (n1, t1, e1, a1, cap1), (n2, t2, e2, a2, cap2) = tables
+    assert n1 == n2 and n1 > 256
+    assert np.array_equal(t1, t2) and e1 == e2 and a1 == a2
+    assert cap1 < cap2      # doubled to just past n, against reserved whole
+    monkeypatch.setattr(lexer, "RESERVE_FROM", 64)
+    built = compile_json_schema(schema, smollm2).dfa
+    dfa = ByteDFA(built.nfa, built.terminals)   # fresh: grown state by state under the bound
+    dfa.max_bytes = 300 * lexer.STATE_BYTES
+    with pytest.raises(LimitExceededError, match="bytes"):
+        dfa.build_all(limit=20_000)
+    assert 128 <= dfa.trans.shape[0] <= 301    # reserved up to the bound, not to max_states

@@ -7,12 +7,11 @@ sets, alive-set ids and self-loop hub slots; plus the rows as plain lists for by
 
 from __future__ import annotations
 
-import mmap
 
 import numpy as np
 
 from . import tabletuning as tuning
-from .lexer import DEAD, ByteDFA
+from .lexer import DEAD, ByteDFA, zeroed_table
 from .tablearrays import _distinct, _flatnonzero
 from .vocabindex import SENTINEL, LoopRuns, loop_runs, vocab_layout
 
@@ -214,22 +213,10 @@ class DfaMirror:
 
 def _zeroed_rows(cap: int) -> np.ndarray:
     """A zeroed ``(cap, 257)`` int64 table whose pages are faulted in only where written, as
-    4 KiB pages: numpy advises huge pages for large arrays, and writing the scattered rows a
-    walk copies then zeroes a 2 MiB page per row (a 77k-state table with 5k rows copied:
-    37-160 ms against 15 ms)."""
-    size = cap * _ROW * 8
-    if size < _MMAP_BYTES:
-        return np.zeros((cap, _ROW), dtype=np.int64)
-    mm = mmap.mmap(-1, size)        # anonymous: zero-filled on first touch
-    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
-        try:
-            mm.madvise(mmap.MADV_NOHUGEPAGE)
-        except OSError:     # pragma: no cover - a kernel without transparent huge pages
-            pass
-    return np.frombuffer(mm, dtype=np.int64).reshape(cap, _ROW)
-
-
-_MMAP_BYTES = 1 << 20   # tables from this size on are mapped directly (see _zeroed_rows)
+    4 KiB pages (:func:`~.lexer.zeroed_table`): writing the scattered rows a walk copies into a
+    huge-page table zeroed a 2 MiB page per row (a 77k-state table with 5k rows copied: 37-160 ms
+    against 15 ms)."""
+    return zeroed_table(cap, _ROW, np.int64)
 
 
 class _RowLists(dict):

@@ -15,6 +15,7 @@ on first use. State 0 is the dead state, state 1 the start of a lexeme.
 
 from __future__ import annotations
 
+import mmap
 import time
 from dataclasses import dataclass, replace
 
@@ -31,6 +32,7 @@ SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept w
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
 STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
 NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
+RESERVE_FROM = 8192  # lexer tables past this many rows are reserved whole (see ByteDFA._grow)
 FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
@@ -177,10 +179,25 @@ class ByteDFA:
         self.alive.append(alive)
         self.emit.append(best)
         if sid >= self.trans.shape[0]:
-            grow = self.trans.shape[0]
-            self.trans = np.concatenate([self.trans, np.zeros((grow, 256), dtype=np.int32)])
-            self.row_done = np.concatenate([self.row_done, np.zeros(grow, dtype=bool)])
+            self._grow()
         return sid
+
+    def _grow(self) -> None:
+        """Room for more states: double the rows while small; past :data:`RESERVE_FROM` rows, room
+        for every state the limits allow at once (a zeroed anonymous map: pages are faulted in only
+        as rows are written), so a large lazy lexer never copies its table again. Doubling a
+        150k-state product lexer's table copied 128 MB inside one mask (~40-60 ms each time)."""
+        have = self.trans.shape[0]
+        cap = 2 * have
+        if cap > RESERVE_FROM:
+            most = self.max_states
+            if self.max_bytes is not None:
+                most = min(most, self.max_bytes // STATE_BYTES + 1)
+            cap = max(cap, most)
+        trans = zeroed_table(cap, 256, np.int32)
+        trans[:have] = self.trans
+        self.trans = trans
+        self.row_done = np.concatenate([self.row_done, np.zeros(cap - have, dtype=bool)])
 
     def _readings_numpy(self, nfa_set: frozenset[int]) -> tuple[list[int], int]:
         """(accepting terminals, alive bits before shadowing) of a large NFA state set, vectorised.
@@ -660,3 +677,19 @@ def _coreachable(nfa: NFA, finals: set[int]) -> bytearray:
                 seen[p] = 1
                 stack.append(p)
     return seen
+
+
+def zeroed_table(rows: int, width: int, dtype) -> np.ndarray:
+    """A zeroed ``(rows, width)`` table whose pages are faulted in only where written, as 4 KiB
+    pages: from 1 MiB on an anonymous map without huge-page advice (numpy advises 2 MiB pages for
+    large arrays, and writing scattered rows then zeroes a huge page per row)."""
+    size = rows * width * np.dtype(dtype).itemsize
+    if size < (1 << 20):
+        return np.zeros((rows, width), dtype=dtype)
+    mm = mmap.mmap(-1, size)        # anonymous: zero-filled on first touch
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
+        try:
+            mm.madvise(mmap.MADV_NOHUGEPAGE)
+        except OSError:     # pragma: no cover - a kernel without transparent huge pages
+            pass
+    return np.frombuffer(mm, dtype=dtype).reshape(rows, width)
