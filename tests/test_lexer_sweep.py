@@ -224,9 +224,9 @@ def test_determinize_refuses_bad_arrays():
 
 
 def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypatch):
-    """A lazily grown lexer whose table is reserved whole early (``RESERVE_FROM`` small) has the
-    same states and rows as one that only doubles; the reservation stops at what the limits
-    allow (``max_bytes``), and past it the state limit still raises a typed error."""
+    """A lazily grown lexer whose table is reserved early (``RESERVE_FROM`` small: eightfold, then
+    to its limits) has the same states and rows as one that only doubles; the reservation stops
+    at what the limits allow (``max_bytes``), and past it the byte limit still raises a typed error."""
     from guidewire.core.errors import LimitExceededError
     from guidewire.grammar import compile_json_schema
 
@@ -242,7 +242,7 @@ def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypa
     (n1, t1, e1, a1, cap1), (n2, t2, e2, a2, cap2) = tables
     assert n1 == n2 and n1 > 256
     assert np.array_equal(t1, t2) and e1 == e2 and a1 == a2
-    assert cap1 < cap2      # doubled to just past n, against reserved whole
+    assert cap1 < cap2      # doubled to just past n, against reserved to the limit
     monkeypatch.setattr(lexer, "RESERVE_FROM", 64)
     built = compile_json_schema(schema, smollm2).dfa
     dfa = ByteDFA(built.nfa, built.terminals)   # fresh: grown state by state under the bound

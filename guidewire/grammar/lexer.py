@@ -32,7 +32,8 @@ SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept w
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
 STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
 NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
-RESERVE_FROM = 8192  # lexer tables past this many rows are reserved whole (see ByteDFA._grow)
+RESERVE_FROM = 8192  # lexer tables past this many rows grow RESERVE_STEP-fold, then to their limit (ByteDFA._grow)
+RESERVE_STEP = 8
 FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
@@ -184,16 +185,18 @@ class ByteDFA:
 
     def _grow(self) -> None:
         """Room for more states: double the rows while small; past :data:`RESERVE_FROM` rows, room
-        for every state the limits allow at once (a zeroed anonymous map: pages are faulted in only
-        as rows are written), so a large lazy lexer never copies its table again. Doubling a
-        150k-state product lexer's table copied 128 MB inside one mask (~40-60 ms each time)."""
+        for :data:`RESERVE_STEP` times as many, and past that for every state the limits allow, each
+        a zeroed anonymous map (pages are faulted in only as rows are written): a large lazy lexer
+        copies its table twice at most. Doubling a 150k-state product lexer's table copied 128 MB
+        inside one mask (~40-60 ms each time); the middle step keeps the address space a lexer of
+        some thousands of states reserves small (a benchmark worker runs under ``RLIMIT_AS``)."""
         have = self.trans.shape[0]
         cap = 2 * have
         if cap > RESERVE_FROM:
             most = self.max_states
             if self.max_bytes is not None:
                 most = min(most, self.max_bytes // STATE_BYTES + 1)
-            cap = max(cap, most)
+            cap = max(cap, min(most, have * RESERVE_STEP) if have <= RESERVE_FROM else most)
         trans = zeroed_table(cap, 256, np.int32)
         trans[:have] = self.trans
         self.trans = trans
