@@ -7,7 +7,6 @@ sets, alive-set ids and self-loop hub slots; plus the rows as plain lists for by
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import tabletuning as tuning
@@ -134,7 +133,10 @@ class DfaMirror:
         """Reallocate the per-state arrays with room for ``cap`` states (only copied rows move:
         the rest of the new table stays untouched, zero pages the OS maps on first write)."""
         old = self._cap
-        ext = _zeroed_rows(cap)     # rows not copied are never read
+        # rows not copied are never read; 4 KiB pages faulted in where written (writing the scattered
+        # rows a walk copies into a huge-page table zeroed a 2 MiB page per row: a 77k-state table
+        # with 5k rows copied took 37-160 ms against 15 ms)
+        ext = zeroed_table(cap, _ROW, np.int64)
         moved = _flatnonzero(self._copied[:old])
         if moved.size:
             ext[moved] = self._ext[moved]
@@ -209,14 +211,6 @@ class DfaMirror:
         if self._lazy_rows is None:
             self._lazy_rows = _RowLists(self.dfa)
         return self._lazy_rows
-
-
-def _zeroed_rows(cap: int) -> np.ndarray:
-    """A zeroed ``(cap, 257)`` int64 table whose pages are faulted in only where written, as
-    4 KiB pages (:func:`~.lexer.zeroed_table`): writing the scattered rows a walk copies into a
-    huge-page table zeroed a 2 MiB page per row (a 77k-state table with 5k rows copied: 37-160 ms
-    against 15 ms)."""
-    return zeroed_table(cap, _ROW, np.int64)
 
 
 class _RowLists(dict):

@@ -431,29 +431,29 @@ class InheritanceShortcuts:
         plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max()))
         if plan is None:
             return None
-        sl, chain, loops, members = plan
+        sl, chain, loops, class_set = plan
         limit = _NO_LIMIT if loops else len(chain)
         counts = sl.by_first[firsts]
         taken = int(counts[:, min(limit, counts.shape[1] - 1)].sum())
         if taken < tuning.SLICE_MIN_TOKENS:
             return None
-        if taken < int(counts[:, -1].sum()) and not self._ends_chain(chain[-1], members):
+        if taken < int(counts[:, -1].sum()) and not self._ends_chain(chain[-1], class_set):
             return None
         self._slice_stays(q, row, sl, chain, loops, stays)
         self._slice_hits[q] = taken
         rest = sl.outside.take(_flatnonzero(plain.take(layout.first.take(sl.outside))))
         return rest, layout.first.take(rest), layout.starts.take(rest) + 1
 
-    def _ends_chain(self, s: int, members: np.ndarray) -> bool:
-        """Whether no character of the class (first bytes ``members``) can follow lexer state ``s``
+    def _ends_chain(self, s: int, class_set: np.ndarray) -> bool:
+        """Whether no character of the class (the 256-bool byte set ``class_set``) can follow lexer state ``s``
         and ``s`` ends no lexeme: a token that reaches ``s`` with characters of the class left is dead."""
         dfa = self.dfa
         dfa.ensure_rows(np.array([s], dtype=np.int64))
-        return int(dfa.emit[s]) < 0 and bool((dfa.trans[s].take(members) == DEAD).all())
+        return int(dfa.emit[s]) < 0 and bool((dfa.trans[s][class_set] == DEAD).all())
 
     def _slice_plan(self, q: int, need_of, enough=None):
         """The UTF-8 slice of ``q`` and its chain (see :meth:`_utf8_slice`): ``(slice, chain, loops,
-        class first bytes)``, or None if the class does not step ``q`` along a chain, or if
+        class)`` (the class as a 256-bool byte set), or None if the class does not step ``q`` along a chain, or if
         ``enough(slice)`` is false (too few members could be candidates). ``need_of(slice)`` is the
         most characters of a member among the candidates (the chain is followed no further)."""
         own = self.dfa.trans[q]
@@ -488,7 +488,7 @@ class InheritanceShortcuts:
             chain.append(t)
         if len(chain) == 1 and not loops:
             return None
-        return sl, chain, loops, _flatnonzero(ascii_set)
+        return sl, chain, loops, ascii_set
 
     def _slice_stays(self, q: int, row, sl, chain: list[int], loops: bool, stays) -> None:
         """Add the slice's members to ``stays``: one row per state of the chain they end in."""

@@ -254,7 +254,6 @@ class TrieTables:
             return None
         trie = token_trie(self.vocab)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
-        stays: list = []
         if base:
             refs: list[int] = []
             got = None      # a hub's plain walk meets nothing: most of the trie
@@ -264,13 +263,18 @@ class TrieTables:
             if shadow is not None and shadow not in refs:
                 refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
             got = self._trie_walk(compiled, trie, q, refs, first, None)
+        stays: list = []
         if got is None:
-            sliced = self._trie_slice(q, row, first, stays)
-            if sliced is None:
+            firsts = _flatnonzero(first)
+            plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
+            if plan is None:
                 return None
-            got = self._trie_walk(compiled, trie, q, refs, first, sliced)
+            sl, chain, loops, class_set = plan
+            limit = (1 << 62) if loops else len(chain)    # members of fewer characters read along the chain
+            got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, class_set), limit))
             if got is None:
                 return None
+            self._slice_stays(q, row, sl, chain, loops, stays)  # the members the walk left out, as rows
         gid, tok, keys, inh = got
         values = self._alive_values
         groups = [(lex, values[a]) for lex, a in keys]
@@ -284,19 +288,6 @@ class TrieTables:
             groups, masks = self._add_stays(groups, masks, {}, stays)
         inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()} if refs else {}
         return tuple(groups), masks, inherit
-
-    def _trie_slice(self, q: int, row: np.ndarray, first: np.ndarray, stays: list):
-        """``(TrieSlice, limit)`` of ``q``'s UTF-8 slice (members of fewer than ``limit`` characters
-        are answered by its rows, added to ``stays``), or None where ``q`` has none."""
-        firsts = _flatnonzero(first)
-        plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
-        if plan is None:
-            return None
-        sl, chain, loops, class_bytes = plan
-        class_set = np.zeros(256, dtype=bool)
-        class_set[class_bytes] = True
-        self._slice_stays(q, row, sl, chain, loops, stays)
-        return trie_slice(self.vocab, class_set), (1 << 62) if loops else len(chain)
 
     def _trie_walk(self, compiled, trie: TokenTrie, q: int, refs: list[int], first: np.ndarray, sliced):
         """One C walk of the trie from ``q`` beside ``refs`` (``sliced``: ``(TrieSlice, limit)`` or
