@@ -79,14 +79,24 @@ def test_automaton_matches_textbook_earley(rules, inputs):
     except UnsatisfiableGrammarError:
         return
     auto = EarleyAutomaton(cfg)
+    compared = 0
     for tokens in inputs:   # several inputs share one automaton (memoised scans, interned sets)
         sets = textbook_sets(cfg, tokens)
         sid = auto.initial
+        sids = []
         for k in range(len(tokens) + 1):
             if k < len(sets):
                 assert sid >= 0
+                sids.append(sid)
                 items = sets[k]
                 assert auto.expected[sid] == _expected(cfg, items)
+                # the set itself: its core (item codes decoded) and its predicted part, against the
+                # textbook items with each origin position named by the set interned there
+                decoded = {auto.item(c) for c in auto.items[sid]} | {auto.item(c) for c in auto.predictions[sid].items}
+                assert all(o == -1 or o < sid or sid == auto.initial for _r, _d, o in decoded)
+                want = {(r, d, -1 if o == k else sids[o]) for r, d, o in items}
+                assert decoded == want
+                compared += 1
                 accepting = any(cfg.rules[r][0] == cfg.start and d == len(cfg.rules[r][1]) and o == 0
                                 for r, d, o in items)
                 assert auto.accepting[sid] == accepting
@@ -95,6 +105,7 @@ def test_automaton_matches_textbook_earley(rules, inputs):
                 break
             if k < len(tokens):
                 sid = auto.scan(sid, (tokens[k],), tokens[k])
+    assert compared >= len(inputs)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,6 +12,7 @@ handled with the Aycock-Horspool prediction rule).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
@@ -150,17 +151,18 @@ class Prediction:
 
     Predicting a nonterminal adds its rules at dot 0, their own predictions, and the
     advances over nullable symbols (Aycock-Horspool); none of this depends on the rest
-    of the set, so it is computed once per set of predicted nonterminals. ``waiting``
-    maps a nonterminal to the ``(rule, dot)`` of the items waiting for it, the dot already
-    advanced over it (their origin is the set that holds them), ``by_terminal`` a terminal to the
-    items that scan it, ``expected`` is the bitset of those terminals, and ``complete``
-    holds the left-hand sides of completed items.
+    of the set, so it is computed once per set of predicted nonterminals. Items are
+    encoded as ints (see :class:`EarleyAutomaton`; origin ``-1`` encodes as 0, so an item
+    here is its dotted rule). ``waiting`` maps a nonterminal to the items waiting for it,
+    the dot already advanced over it (their origin is the set that holds them: add its
+    origin code), ``by_terminal`` a terminal to the items that scan it, ``expected`` is the
+    bitset of those terminals, and ``complete`` holds the left-hand sides of completed items.
     """
 
-    items: frozenset[Item]
+    items: frozenset[int]
     expected: int
-    waiting: dict[int, tuple[tuple[int, int], ...]]
-    by_terminal: dict[int, tuple[Item, ...]]
+    waiting: dict[int, tuple[int, ...]]
+    by_terminal: dict[int, tuple[int, ...]]
     complete: frozenset[int]
 
 
@@ -171,57 +173,85 @@ class EarleyAutomaton:
     kernel, completions and nullable advances of those), plus a shared
     :class:`Prediction` for the nonterminals they predict. The predicted part is a
     function of the core, so the core alone identifies the set.
+
+    An item ``(rule, dot, origin)`` is one int: ``(origin + 1) << shift | dotted``, where
+    ``dotted`` numbers the positions of every rule consecutively (rule ``r`` at dot ``d`` is
+    ``rule_base[r] + d``), so advancing the dot is ``+ 1``; :meth:`item` decodes one. Ints are
+    hashed and sorted faster than tuples, and never tracked by the cyclic garbage collector
+    (a set of tuples made hundreds of tracked objects per new Earley set, and the collections
+    they triggered landed inside masks).
     """
 
     def __init__(self, cfg: CFG, max_sets: int = 2_000_000, max_items: int = 200_000):
         self.cfg = cfg
         self.max_sets = max_sets
         self.max_items = max_items
-        self.items: list[tuple[Item, ...]] = []      # the core of each set (sorted)
+        T = cfg.n_terms
+        # per dotted rule: the symbol after the dot (-1 at the end), the rule's left-hand side
+        self.rule_base: list[int] = []
+        nxt: list[int] = []
+        lhs_of: list[int] = []
+        for lhs, rhs in cfg.rules:
+            self.rule_base.append(len(nxt))
+            nxt.extend(rhs)
+            nxt.append(-1)
+            lhs_of.extend([lhs] * (len(rhs) + 1))
+        self._next = nxt
+        self._lhs = lhs_of
+        self.shift = max(len(nxt), 1).bit_length()
+        self._mask = (1 << self.shift) - 1
+        n_sym = len(cfg.names)
+        self._nullable = [s in cfg.nullable for s in range(max(n_sym, T))]
+        self._n_sym = max(n_sym, T)
+        self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
         self.accepting: list[bool] = []
-        # per set, dicts of tuples (not lists): tuples of ints, and dicts holding only those, are
-        # untracked by the cyclic GC, whose full collections otherwise walk every set built
-        self.waiting: list[dict[int, tuple[Item, ...]]] = []   # core items waiting per nonterminal, advanced over it
-        self._index: dict[tuple[Item, ...], int] = {}
+        # per set, dicts of tuples of ints: untracked by the cyclic GC, whose full collections
+        # otherwise walk every set built
+        self.waiting: list[dict[int, tuple[int, ...]]] = []   # core items waiting per nonterminal, advanced over it
+        self._index: dict[tuple[int, ...], int] = {}
         self._scan: dict[tuple[int, int], int] = {}
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
-        self.core_by_terminal: list[dict[int, tuple[Item, ...]]] = []    # core items waiting per terminal
-        self._advances: dict[tuple[int, int], tuple[Item, ...]] = {}  # (set, lhs) -> advanced items
-        self._closure: dict[int, frozenset[Item]] = {}              # nonterminal -> predicted items
+        self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
+        self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
+        self._closure: dict[int, frozenset[int]] = {}              # nonterminal -> predicted items
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
         self.fuel = None   # a core.limits.Fuel charged per item built (set by the compiled grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
         self.nbytes = 0    # estimated memory of the sets and scans built (see SET_BYTES)
+        self.initial = -1
         self.initial = self._make([], predicts={cfg.start}, initial=True)
 
-    def _predicted(self, sym: int) -> frozenset[Item]:
+    def item(self, code: int) -> Item:
+        """The ``(rule, dot, origin)`` of an item code (origin ``-1``: the set holding it)."""
+        dotted = code & self._mask
+        r = bisect_right(self.rule_base, dotted) - 1
+        return r, dotted - self.rule_base[r], (code >> self.shift) - 1
+
+    def _predicted(self, sym: int) -> frozenset[int]:
         """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set."""
         out = self._closure.get(sym)
         if out is not None:
             return out
-        rules, by_lhs, nullable, T = self.cfg.rules, self.cfg.by_lhs, self.cfg.nullable, self.cfg.n_terms
-        items = {(r, 0, -1) for r in by_lhs.get(sym, ())}
+        by_lhs, nullable, T, base, nxt = self.cfg.by_lhs, self._nullable, self.cfg.n_terms, self.rule_base, self._next
+        items = {base[r] for r in by_lhs.get(sym, ())}
         agenda = list(items)
         seen = {sym}
         while agenda:
-            r, d, _o = agenda.pop()
-            rhs = rules[r][1]
-            if d < len(rhs) and rhs[d] >= T:
-                nxt = rhs[d]
-                if nxt not in seen:
-                    seen.add(nxt)
-                    for r2 in by_lhs.get(nxt, ()):
-                        it = (r2, 0, -1)
-                        if it not in items:
-                            items.add(it)
-                            agenda.append(it)
-                if nxt in nullable:
-                    it = (r, d + 1, -1)
-                    if it not in items:
-                        items.add(it)
-                        agenda.append(it)
+            it = agenda.pop()
+            s = nxt[it]
+            if s >= T:
+                if s not in seen:
+                    seen.add(s)
+                    for r2 in by_lhs.get(s, ()):
+                        it2 = base[r2]
+                        if it2 not in items:
+                            items.add(it2)
+                            agenda.append(it2)
+                if nullable[s] and it + 1 not in items:
+                    items.add(it + 1)
+                    agenda.append(it + 1)
             if len(items) > self.max_items:
                 raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
         out = self._closure[sym] = frozenset(items)
@@ -235,59 +265,58 @@ class EarleyAutomaton:
         items = frozenset().union(*(self._predicted(p) for p in predicts))
         if self.fuel is not None:
             self.fuel.spend(1 + len(items))
-        rules, T = self.cfg.rules, self.cfg.n_terms
+        T, nxt, lhs_of = self.cfg.n_terms, self._next, self._lhs
         expected = 0
-        waiting: dict[int, list[Item]] = {}
-        by_terminal: dict[int, list[Item]] = {}
+        waiting: dict[int, list[int]] = {}
+        by_terminal: dict[int, list[int]] = {}
         complete = set()
         for it in items:     # any order: lists are only read into sets
-            r, d, _o = it
-            lhs, rhs = rules[r]
-            if d < len(rhs):
-                sym = rhs[d]
-                if sym < T:
-                    expected |= 1 << sym
-                    by_terminal.setdefault(sym, []).append(it)
-                else:
-                    waiting.setdefault(sym, []).append(it)
+            sym = nxt[it]
+            if sym < 0:
+                complete.add(lhs_of[it])
+            elif sym < T:
+                expected |= 1 << sym
+                by_terminal.setdefault(sym, []).append(it)
             else:
-                complete.add(lhs)
+                waiting.setdefault(sym, []).append(it + 1)
         pred = self._predictions[predicts] = Prediction(
-            items, expected, {k: tuple((r, d + 1) for r, d, _o in v) for k, v in waiting.items()},
+            items, expected, {k: tuple(v) for k, v in waiting.items()},
             {k: tuple(v) for k, v in by_terminal.items()}, frozenset(complete))
         return pred
 
-    def _make(self, kernel: list[Item], predicts=(), initial: bool = False) -> int:
-        """Intern the set whose core grows from ``kernel`` (items with an earlier origin)."""
+    def _make(self, kernel: list[int], predicts=(), initial: bool = False) -> int:
+        """Intern the set whose core grows from ``kernel`` (item codes with an earlier origin)."""
         cfg = self.cfg
-        rules, nullable, T = cfg.rules, cfg.nullable, cfg.n_terms
+        T, nxt, lhs_of, nullable = cfg.n_terms, self._next, self._lhs, self._nullable
+        shift, n_sym, mask = self.shift, self._n_sym, self._mask
         items = set(kernel)
         agenda = list(items)
         predicted: set[int] = set(predicts)
-        completed: set[tuple[int, int]] = set()   # (lhs, origin): advanced once
+        completed: set[int] = set()   # (origin + 1) * n_sym + lhs: advanced once
         advanced = self._advances
         limit = self.max_items
         while agenda:
-            r, d, o = agenda.pop()
-            lhs, rhs = rules[r]
-            if d < len(rhs):
-                sym = rhs[d]
-                if sym >= T:
-                    predicted.add(sym)
-                    if sym in nullable:
-                        it = (r, d + 1, o)
-                        if it not in items:
-                            items.add(it)
-                            agenda.append(it)
-            elif (lhs, o) not in completed:
-                completed.add((lhs, o))
-                moved = advanced.get((o, lhs))
+            it = agenda.pop()
+            dotted = it & mask
+            sym = nxt[dotted]
+            if sym >= T:
+                predicted.add(sym)
+                if nullable[sym] and it + 1 not in items:
+                    items.add(it + 1)
+                    agenda.append(it + 1)
+            elif sym < 0:
+                lhs = lhs_of[dotted]
+                ck = (it >> shift) * n_sym + lhs
+                if ck in completed:
+                    continue
+                completed.add(ck)
+                moved = advanced.get(ck)
                 if moved is None:
-                    moved = advanced[(o, lhs)] = self._advanced(o, lhs)
-                for it in moved:
-                    if it not in items:
-                        items.add(it)
-                        agenda.append(it)
+                    moved = advanced[ck] = self._advanced((it >> shift) - 1, lhs)
+                for it2 in moved:
+                    if it2 not in items:
+                        items.add(it2)
+                        agenda.append(it2)
                 if len(items) > limit:
                     raise LimitExceededError(f"an Earley set exceeds {limit} items")
         if self.fuel is not None:
@@ -308,21 +337,18 @@ class EarleyAutomaton:
                                      f"({sid} sets; parser_bytes)")
         self.nbytes += size
         expected = pred.expected
-        waiting: dict[int, list[Item]] = {}
-        by_terminal: dict[int, list[Item]] = {}
+        waiting: dict[int, list[int]] = {}
+        by_terminal: dict[int, list[int]] = {}
         accepting = initial and cfg.start in pred.complete
-        start = cfg.start
+        start, done = cfg.start, (self.initial + 1) << shift
         for it in key:
-            r, d, o = it
-            lhs, rhs = rules[r]
-            if d < len(rhs):
-                sym = rhs[d]
-                if sym < T:
-                    expected |= 1 << sym
-                    by_terminal.setdefault(sym, []).append(it)
-                else:   # stored advanced over sym, ready for completion
-                    waiting.setdefault(sym, []).append((r, d + 1, o))
-            elif lhs == start and o == self.initial:
+            sym = nxt[it & mask]
+            if sym >= T:    # stored advanced over sym, ready for completion
+                waiting.setdefault(sym, []).append(it + 1)
+            elif sym >= 0:
+                expected |= 1 << sym
+                by_terminal.setdefault(sym, []).append(it)
+            elif lhs_of[it & mask] == start and it & ~mask == done:
                 accepting = True
         self._index[key] = sid
         self.items.append(key)
@@ -333,12 +359,13 @@ class EarleyAutomaton:
         self.core_by_terminal.append({k: tuple(v) for k, v in by_terminal.items()})
         return sid
 
-    def _advanced(self, o: int, lhs: int) -> tuple[Item, ...]:
+    def _advanced(self, o: int, lhs: int) -> tuple[int, ...]:
         """The items of set ``o`` waiting for ``lhs``, advanced over it (origins resolved to ``o``)."""
         out = self.waiting[o].get(lhs, ())
         pred = self.predictions[o].waiting.get(lhs)
         if pred:
-            out = out + tuple((r, d, o) for r, d in pred)
+            at = (o + 1) << self.shift
+            out = out + tuple([it + at for it in pred])
         return out
 
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
@@ -358,11 +385,14 @@ class EarleyAutomaton:
         kernel = []
         core = self.core_by_terminal[sid]
         by_terminal = self.predictions[sid].by_terminal
+        at = ((sid + 1) << self.shift) + 1
         for t in terms:
-            for r, d, o in core.get(t, ()):
-                kernel.append((r, d + 1, o))
-            for r, d, _o in by_terminal.get(t, ()):
-                kernel.append((r, d + 1, sid))
+            got = core.get(t)
+            if got:
+                kernel.extend([it + 1 for it in got])
+            got = by_terminal.get(t)
+            if got:
+                kernel.extend([it + at for it in got])
         out = self._make(kernel) if kernel else -1
         self._scan[(sid, key)] = out
         self.nbytes += SCAN_BYTES
