@@ -1,7 +1,8 @@
 """An Earley parser over lexemes whose item sets are interned into a lazy automaton.
 
 Items are ``(rule, dot, origin)`` where ``origin`` is the id of an earlier *interned*
-Earley set (``-1`` while the item sits in the set that predicted it). Two Earley sets
+Earley set (``-1`` while the item sits in the set that predicted it), each stored as one int
+(see :class:`EarleyAutomaton`). Two Earley sets
 with the same items behave the same forever, so each set is stored once and
 ``scan(set, lexeme)`` is memoised: a parse is a path through a lazily built
 deterministic automaton, fork and rollback are list copies, and repeated contexts
@@ -19,7 +20,7 @@ from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
 
 Item = tuple[int, int, int]
 SET_BYTES = 600     # an interned set: its lists' slots, index entry, per-symbol dicts
-ITEM_BYTES = 180    # an item of its core: the tuple, its advanced copy, dict and list slots
+ITEM_BYTES = 180    # an item of its core: its int, its advanced copy, set, dict and list slots
 SCAN_BYTES = 120    # a memoised scan
 
 
