@@ -9,10 +9,12 @@ viability, on acceptance and on the terminals that may come next.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from guidewire.core.errors import UnsatisfiableGrammarError
+from guidewire.core.errors import LimitExceededError, UnsatisfiableGrammarError
+from guidewire.grammar import native
 from guidewire.grammar.earley import CFG, EarleyAutomaton
 
 N_TERMS = 3
@@ -72,7 +74,9 @@ grammars = st.lists(st.tuples(st.integers(N_TERMS, N_TERMS + N_NONTERMS - 1),
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grammars, st.lists(st.lists(st.integers(0, N_TERMS - 1), max_size=7), min_size=1, max_size=6))
-def test_automaton_matches_textbook_earley(rules, inputs):
+def test_automaton_matches_textbook_earley(grammar_path, rules, inputs):
+    """On both paths: the compiled closure (``_native.earley_close``/``earley_split``) and its
+    Python reference."""
     names = [f"t{i}" for i in range(N_TERMS)] + [f"N{i}" for i in range(N_NONTERMS)]
     try:
         cfg = CFG.build(N_TERMS, rules, N_TERMS, names)
@@ -185,3 +189,85 @@ def test_follow_worklist_equals_the_textbook_fixed_point():
 
     check()
     assert len(ran) >= 100 and sum(ran) >= 50, (len(ran), sum(ran))
+
+
+def _drive(cfg: CFG, compiled: bool, inputs) -> EarleyAutomaton:
+    old = native.set_enabled(compiled)
+    try:
+        auto = EarleyAutomaton(cfg)
+        for tokens in inputs:
+            sid = auto.initial
+            for t in tokens:
+                sid = auto.scan(sid, (t,), t)
+                if sid < 0:
+                    break
+        return auto
+    finally:
+        native.set_enabled(old)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grammars, st.lists(st.lists(st.integers(0, N_TERMS - 1), max_size=9), min_size=1, max_size=6))
+def test_compiled_closure_builds_the_reference_automaton(rules, inputs):
+    """The compiled closure and split make the very sets the Python reference makes, in the same
+    order: the same cores, predictions, expected terminals, acceptance and per-symbol items."""
+    names = [f"t{i}" for i in range(N_TERMS)] + [f"N{i}" for i in range(N_NONTERMS)]
+    try:
+        cfg = CFG.build(N_TERMS, rules, N_TERMS, names)
+    except UnsatisfiableGrammarError:
+        return
+    fast, ref = _drive(cfg, True, inputs), _drive(cfg, False, inputs)
+    assert fast.n_sets == ref.n_sets >= 1
+    assert fast.items == ref.items
+    assert fast.expected == ref.expected
+    assert fast.accepting == ref.accepting
+    assert fast.waiting == ref.waiting
+    assert fast.core_by_terminal == ref.core_by_terminal
+    assert [p.items for p in fast.predictions] == [p.items for p in ref.predictions]
+    assert fast._scan == ref._scan
+
+
+@pytest.mark.parametrize("compiled", [True, False] if native.available() else [False])
+def test_an_earley_set_past_max_items_raises_on_both_paths(compiled):
+    """S -> A x1 | ... | A x6, A -> a: after ``a`` the completion of A adds six items to the core;
+    under a limit of three the compiled closure and the reference both raise the typed error,
+    and under the default limit both make the set."""
+    names = ["a"] + [f"x{i}" for i in range(6)] + ["S", "A"]
+    rules = [(7, (8, 1 + i)) for i in range(6)] + [(8, (0,))]
+    cfg = CFG.build(7, rules, 7, names)
+    old = native.set_enabled(compiled)
+    try:
+        auto = EarleyAutomaton(cfg)
+        auto.max_items = 3
+        with pytest.raises(LimitExceededError, match="exceeds 3 items"):
+            auto.scan(auto.initial, (0,), 0)
+        auto.max_items = 200_000
+        after = auto.scan(auto.initial, (0,), 0)
+        assert after >= 0 and len(auto.items[after]) == 7 and auto.expected[after] == 0b1111110
+    finally:
+        native.set_enabled(old)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_compiled_closure_refuses_bad_input():
+    """Malformed arrays and item codes are a ValueError/TypeError, never a crash."""
+    import numpy as np
+    mod = native._compiled
+    nxt = np.array([0, -1], dtype=np.int32)
+    lhs = np.array([1, 1], dtype=np.int32)
+    null = np.zeros(2, dtype=np.uint8)
+    fn = lambda o, lhs_: ()   # noqa: E731
+    assert mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, fn, 100) == ((5,), frozenset())
+    with pytest.raises(ValueError):
+        mod.earley_close([3], (), nxt, lhs, null, 1, 2, 2, {}, fn, 100)      # dotted rule 3 of 2
+    with pytest.raises(ValueError):
+        mod.earley_close([], (), nxt, lhs[:1], null, 1, 2, 2, {}, fn, 100)
+    with pytest.raises(TypeError):
+        mod.earley_close([], (), nxt.astype(np.int64), lhs, null, 1, 2, 2, {}, fn, 100)
+    with pytest.raises(ValueError):      # a completed item whose advanced items are out of range
+        mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, lambda o, lhs_: (7,), 100)
+    with pytest.raises(ZeroDivisionError):     # the callback's own error comes through
+        mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, lambda o, lhs_: 1 / 0, 100)
+    with pytest.raises(ValueError):
+        mod.earley_split((3,), nxt, lhs, 1, 2, 1, 0)

@@ -18,6 +18,8 @@
 
 /* the trie walk of a token table (_native_trie.c) */
 PyObject *native_trie_walk(PyObject *self, PyObject *args);
+PyObject *native_earley_close(PyObject *self, PyObject *args);
+PyObject *native_earley_split(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
 
 
@@ -1224,6 +1226,8 @@ static PyMethodDef methods[] = {
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
+    {"earley_close", native_earley_close, METH_VARARGS, "The closure of an Earley set's core from its kernel (see _native_earley.c)."},
+    {"earley_split", native_earley_split, METH_VARARGS, "An Earley core by the symbol after each dot (see _native_earley.c)."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

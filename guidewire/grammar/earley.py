@@ -16,7 +16,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
+from . import native
 
 Item = tuple[int, int, int]
 SET_BYTES = 600     # an interned set: its lists' slots, index entry, per-symbol dicts
@@ -199,11 +202,14 @@ class EarleyAutomaton:
             lhs_of.extend([lhs] * (len(rhs) + 1))
         self._next = nxt
         self._lhs = lhs_of
+        self._next_np = np.array(nxt, dtype=np.int32)    # the same, for the compiled closure
+        self._lhs_np = np.array(lhs_of, dtype=np.int32)
         self.shift = max(len(nxt), 1).bit_length()
         self._mask = (1 << self.shift) - 1
         n_sym = len(cfg.names)
         self._nullable = [s in cfg.nullable for s in range(max(n_sym, T))]
         self._n_sym = max(n_sym, T)
+        self._nullable_np = np.array(self._nullable, dtype=np.uint8)
         self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
@@ -288,7 +294,70 @@ class EarleyAutomaton:
     def _make(self, kernel: list[int], predicts=(), initial: bool = False) -> int:
         """Intern the set whose core grows from ``kernel`` (item codes with an earlier origin)."""
         cfg = self.cfg
-        T, nxt, lhs_of, nullable = cfg.n_terms, self._next, self._lhs, self._nullable
+        T, nxt, lhs_of = cfg.n_terms, self._next, self._lhs
+        shift, mask = self.shift, self._mask
+        compiled = native.module()
+        if compiled is not None:
+            got = compiled.earley_close(kernel, tuple(predicts), self._next_np, self._lhs_np, self._nullable_np, T,
+                                        shift, self._n_sym, self._advances, self._advanced, self.max_items)
+            if got is None:
+                raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
+            key, predicted = got
+        else:
+            key, predicted = self._close(kernel, predicts)
+        if self.fuel is not None:
+            self.fuel.spend(1 + len(key))
+        sid = self._index.get(key)
+        if sid is not None:
+            return sid
+        sid = len(self.items)
+        if sid >= self.max_sets:
+            raise LimitExceededError(f"the parser exceeds {self.max_sets} distinct Earley sets")
+        pred = self._prediction(predicted)
+        if len(key) + len(pred.items) > self.max_items:
+            raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
+        size = SET_BYTES + ITEM_BYTES * len(key)
+        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
+            raise LimitExceededError(f"the parser's Earley sets exceed {self.max_bytes} bytes "
+                                     f"({sid} sets; parser_bytes)")
+        self.nbytes += size
+        expected = pred.expected
+        accepting = initial and cfg.start in pred.complete
+        done = (self.initial + 1) << shift
+        if compiled is not None:
+            waiting, by_terminal, terms, acc = compiled.earley_split(key, self._next_np, self._lhs_np, T, shift,
+                                                                     cfg.start, done)
+            for t in terms:
+                expected |= 1 << t
+            accepting = accepting or acc
+        else:
+            waiting_l: dict[int, list[int]] = {}
+            by_terminal_l: dict[int, list[int]] = {}
+            start = cfg.start
+            for it in key:
+                sym = nxt[it & mask]
+                if sym >= T:    # stored advanced over sym, ready for completion
+                    waiting_l.setdefault(sym, []).append(it + 1)
+                elif sym >= 0:
+                    expected |= 1 << sym
+                    by_terminal_l.setdefault(sym, []).append(it)
+                elif lhs_of[it & mask] == start and it & ~mask == done:
+                    accepting = True
+            waiting = {k: tuple(v) for k, v in waiting_l.items()}
+            by_terminal = {k: tuple(v) for k, v in by_terminal_l.items()}
+        self._index[key] = sid
+        self.items.append(key)
+        self.predictions.append(pred)
+        self.expected.append(expected)
+        self.accepting.append(accepting)
+        self.waiting.append(waiting)
+        self.core_by_terminal.append(by_terminal)
+        return sid
+
+    def _close(self, kernel: list[int], predicts) -> tuple[tuple[int, ...], frozenset[int]]:
+        """The core grown from ``kernel`` (sorted item codes) and the nonterminals it predicts
+        (``predicts`` included): the reference of the compiled ``earley_close``."""
+        T, nxt, lhs_of, nullable = self.cfg.n_terms, self._next, self._lhs, self._nullable
         shift, n_sym, mask = self.shift, self._n_sym, self._mask
         items = set(kernel)
         agenda = list(items)
@@ -320,45 +389,7 @@ class EarleyAutomaton:
                         agenda.append(it2)
                 if len(items) > limit:
                     raise LimitExceededError(f"an Earley set exceeds {limit} items")
-        if self.fuel is not None:
-            self.fuel.spend(1 + len(items))
-        key = tuple(sorted(items))
-        sid = self._index.get(key)
-        if sid is not None:
-            return sid
-        sid = len(self.items)
-        if sid >= self.max_sets:
-            raise LimitExceededError(f"the parser exceeds {self.max_sets} distinct Earley sets")
-        pred = self._prediction(frozenset(predicted))
-        if len(items) + len(pred.items) > limit:
-            raise LimitExceededError(f"an Earley set exceeds {limit} items")
-        size = SET_BYTES + ITEM_BYTES * len(key)
-        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
-            raise LimitExceededError(f"the parser's Earley sets exceed {self.max_bytes} bytes "
-                                     f"({sid} sets; parser_bytes)")
-        self.nbytes += size
-        expected = pred.expected
-        waiting: dict[int, list[int]] = {}
-        by_terminal: dict[int, list[int]] = {}
-        accepting = initial and cfg.start in pred.complete
-        start, done = cfg.start, (self.initial + 1) << shift
-        for it in key:
-            sym = nxt[it & mask]
-            if sym >= T:    # stored advanced over sym, ready for completion
-                waiting.setdefault(sym, []).append(it + 1)
-            elif sym >= 0:
-                expected |= 1 << sym
-                by_terminal.setdefault(sym, []).append(it)
-            elif lhs_of[it & mask] == start and it & ~mask == done:
-                accepting = True
-        self._index[key] = sid
-        self.items.append(key)
-        self.predictions.append(pred)
-        self.expected.append(expected)
-        self.accepting.append(accepting)
-        self.waiting.append({k: tuple(v) for k, v in waiting.items()})
-        self.core_by_terminal.append({k: tuple(v) for k, v in by_terminal.items()})
-        return sid
+        return tuple(sorted(items)), frozenset(predicted)
 
     def _advanced(self, o: int, lhs: int) -> tuple[int, ...]:
         """The items of set ``o`` waiting for ``lhs``, advanced over it (origins resolved to ``o``)."""
