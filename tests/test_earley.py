@@ -224,7 +224,7 @@ def test_compiled_closure_builds_the_reference_automaton(rules, inputs):
     assert fast.accepting == ref.accepting
     assert fast.waiting == ref.waiting
     assert fast.core_by_terminal == ref.core_by_terminal
-    assert [p.items for p in fast.predictions] == [p.items for p in ref.predictions]
+    assert fast.predictions == ref.predictions     # items, expected, per-symbol items, acceptance
     assert fast._scan == ref._scan
 
 
@@ -271,3 +271,8 @@ def test_compiled_closure_refuses_bad_input():
         mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, lambda o, lhs_: 1 / 0, 100)
     with pytest.raises(ValueError):
         mod.earley_split((3,), nxt, lhs, 1, 2, 1, 0)
+    assert mod.earley_predict([frozenset({0}), (1, 0)], nxt, lhs, 1, 2, 1) == ((0, 1), {}, {0: (0,)}, [0], True)
+    with pytest.raises(ValueError):
+        mod.earley_predict([frozenset({2})], nxt, lhs, 1, 2, 1)     # dotted rule 2 of 2
+    with pytest.raises(TypeError):
+        mod.earley_predict([None], nxt, lhs, 1, 2, 1)

@@ -20,6 +20,7 @@
 PyObject *native_trie_walk(PyObject *self, PyObject *args);
 PyObject *native_earley_close(PyObject *self, PyObject *args);
 PyObject *native_earley_split(PyObject *self, PyObject *args);
+PyObject *native_earley_predict(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
 
 
@@ -1228,6 +1229,7 @@ static PyMethodDef methods[] = {
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
     {"earley_close", native_earley_close, METH_VARARGS, "The closure of an Earley set's core from its kernel (see _native_earley.c)."},
     {"earley_split", native_earley_split, METH_VARARGS, "An Earley core by the symbol after each dot (see _native_earley.c)."},
+    {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

@@ -14,6 +14,9 @@
  * stored there on a miss. core is the sorted tuple of item codes, predicted the frozenset of
  * nonterminals predicted (predicts included). None: more than limit items.
  *
+ * earley_predict(closures, nxt, lhs, T, shift, start) -> (items, waiting, by_terminal, terminals, accepts_start):
+ * the same for a set's predicted part (see below).
+ *
  * earley_split(core, nxt, lhs, T, shift, start, done) -> (waiting, by_terminal, terminals, accepting)
  *
  * The core by the symbol after each item's dot: waiting[sym] the items before a nonterminal sym,
@@ -266,31 +269,14 @@ static int tuples_in_place(PyObject *d) {
     return 0;
 }
 
-PyObject *native_earley_split(PyObject *self, PyObject *args) {
-    PyObject *o_core, *o_nxt, *o_lhs;
-    long long T, shift, start, done_code;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O!OOLLLL", &PyTuple_Type, &o_core, &o_nxt, &o_lhs, &T, &shift, &start, &done_code))
-        return NULL;
-    Buf nxt = {0}, lhs = {0};
-    PyObject *waiting = NULL, *by_terminal = NULL, *terms = NULL, *result = NULL;
-    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0)) goto done;
-    Py_ssize_t n_dotted = LEN(nxt, 4);
-    if (LEN(lhs, 4) != n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < n_dotted) {
-        PyErr_SetString(PyExc_ValueError, "earley_split: array sizes do not match");
-        goto done;
-    }
-    const int32_t *NXT = nxt.view.buf, *LHS = lhs.view.buf;
-    const int64_t mask = ((int64_t)1 << shift) - 1;
-    waiting = PyDict_New();
-    by_terminal = PyDict_New();
-    terms = PyList_New(0);
+/* (waiting, by_terminal, terminals, accepting) of the items its[0..n) (see earley_split) */
+static PyObject *split_items(const int64_t *its, Py_ssize_t n, const int32_t *NXT, const int32_t *LHS, Py_ssize_t n_dotted,
+                             long long T, int64_t mask, long long start, long long done_code) {
+    PyObject *waiting = PyDict_New(), *by_terminal = PyDict_New(), *terms = PyList_New(0), *result = NULL;
     if (!waiting || !by_terminal || !terms) goto done;
     int accepting = 0;
-    Py_ssize_t n = PyTuple_GET_SIZE(o_core);
     for (Py_ssize_t i = 0; i < n; i++) {
-        long long it = PyLong_AsLongLong(PyTuple_GET_ITEM(o_core, i));
-        if (it == -1 && PyErr_Occurred()) goto done;
+        int64_t it = its[i];
         if (it < 0 || (it & mask) >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_split: a bad item"); goto done; }
         int64_t sym = NXT[it & mask];
         if (sym >= T) {
@@ -312,6 +298,102 @@ done:
     Py_XDECREF(waiting);
     Py_XDECREF(by_terminal);
     Py_XDECREF(terms);
+    return result;
+}
+
+PyObject *native_earley_split(PyObject *self, PyObject *args) {
+    PyObject *o_core, *o_nxt, *o_lhs;
+    long long T, shift, start, done_code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!OOLLLL", &PyTuple_Type, &o_core, &o_nxt, &o_lhs, &T, &shift, &start, &done_code))
+        return NULL;
+    Buf nxt = {0}, lhs = {0};
+    PyObject *result = NULL;
+    int64_t *its = NULL;
+    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0)) goto done;
+    Py_ssize_t n_dotted = LEN(nxt, 4);
+    if (LEN(lhs, 4) != n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < n_dotted) {
+        PyErr_SetString(PyExc_ValueError, "earley_split: array sizes do not match");
+        goto done;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(o_core);
+    its = malloc((n ? n : 1) * sizeof(int64_t));
+    if (!its) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        its[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(o_core, i));
+        if (its[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    result = split_items(its, n, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, done_code);
+done:
+    free(its);
+    release(&nxt); release(&lhs);
+    return result;
+}
+
+/* earley_predict(closures, nxt, lhs, T, shift, start) -> (items, waiting, by_terminal, terminals, accepts_start)
+ *
+ * The predicted part of a set from the closures (iterables of item codes with origin -1, that is
+ * dotted rules) of its predicted nonterminals: their union as a sorted tuple, split as by
+ * earley_split, and whether an item completes `start` (an empty derivation of the start symbol). */
+PyObject *native_earley_predict(PyObject *self, PyObject *args) {
+    PyObject *o_closures, *o_nxt, *o_lhs;
+    long long T, shift, start;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLLL", &o_closures, &o_nxt, &o_lhs, &T, &shift, &start))
+        return NULL;
+    Buf nxt = {0}, lhs = {0};
+    PyObject *result = NULL, *closures = NULL, *items_t = NULL, *split = NULL;
+    I64Set items = {0};
+    int64_t *all = NULL;
+    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0)) goto done;
+    Py_ssize_t n_dotted = LEN(nxt, 4);
+    if (LEN(lhs, 4) != n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < n_dotted) {
+        PyErr_SetString(PyExc_ValueError, "earley_predict: array sizes do not match");
+        goto done;
+    }
+    closures = PySequence_Fast(o_closures, "earley_predict: closures must be a sequence");
+    if (!closures || iset_init(&items, 64)) { if (closures) PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t c = 0; c < PySequence_Fast_GET_SIZE(closures); c++) {
+        PyObject *iter = PyObject_GetIter(PySequence_Fast_GET_ITEM(closures, c));
+        if (!iter) goto done;
+        PyObject *v;
+        while ((v = PyIter_Next(iter))) {
+            long long it = PyLong_AsLongLong(v);
+            Py_DECREF(v);
+            if (it == -1 && PyErr_Occurred()) { Py_DECREF(iter); goto done; }
+            if (it < 0 || it >= n_dotted) {
+                Py_DECREF(iter);
+                PyErr_SetString(PyExc_ValueError, "earley_predict: a bad predicted item");
+                goto done;
+            }
+            if (iset_add(&items, it) < 0) { Py_DECREF(iter); PyErr_NoMemory(); goto done; }
+        }
+        Py_DECREF(iter);
+        if (PyErr_Occurred()) goto done;
+    }
+    all = malloc((items.n ? items.n : 1) * sizeof(int64_t));
+    if (!all) { PyErr_NoMemory(); goto done; }
+    size_t k = 0;
+    for (size_t i = 0; i < items.cap; i++)
+        if (items.slot[i] >= 0) all[k++] = items.slot[i];
+    qsort(all, k, sizeof(int64_t), cmp_i64);
+    items_t = PyTuple_New((Py_ssize_t)k);
+    if (!items_t) goto done;
+    for (size_t i = 0; i < k; i++) {
+        PyObject *v = PyLong_FromLongLong(all[i]);
+        if (!v) goto done;
+        PyTuple_SET_ITEM(items_t, (Py_ssize_t)i, v);
+    }
+    split = split_items(all, (Py_ssize_t)k, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, 0);
+    if (!split) goto done;
+    result = Py_BuildValue("(OOOOO)", items_t, PyTuple_GET_ITEM(split, 0), PyTuple_GET_ITEM(split, 1),
+                           PyTuple_GET_ITEM(split, 2), PyTuple_GET_ITEM(split, 3));
+done:
+    Py_XDECREF(split);
+    Py_XDECREF(items_t);
+    Py_XDECREF(closures);
+    free(items.slot);
+    free(all);
     release(&nxt); release(&lhs);
     return result;
 }

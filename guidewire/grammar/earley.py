@@ -160,14 +160,14 @@ class Prediction:
     here is its dotted rule). ``waiting`` maps a nonterminal to the items waiting for it,
     the dot already advanced over it (their origin is the set that holds them: add its
     origin code), ``by_terminal`` a terminal to the items that scan it, ``expected`` is the
-    bitset of those terminals, and ``complete`` holds the left-hand sides of completed items.
+    bitset of those terminals, and ``accepts_start`` says whether an item completes the start symbol.
     """
 
-    items: frozenset[int]
+    items: tuple[int, ...]      # sorted
     expected: int
     waiting: dict[int, tuple[int, ...]]
     by_terminal: dict[int, tuple[int, ...]]
-    complete: frozenset[int]
+    accepts_start: bool         # an item completes the start symbol (it derives the empty string)
 
 
 class EarleyAutomaton:
@@ -269,27 +269,41 @@ class EarleyAutomaton:
         pred = self._predictions.get(predicts)
         if pred is not None:
             return pred
-        items = frozenset().union(*(self._predicted(p) for p in predicts))
+        closures = [self._predicted(p) for p in predicts]
+        compiled = native.module()
+        if compiled is not None:
+            items, waiting, by_terminal, terms, accepts = compiled.earley_predict(
+                closures, self._next_np, self._lhs_np, self.cfg.n_terms, self.shift, self.cfg.start)
+            expected = 0
+            for t in terms:
+                expected |= 1 << t
+        else:
+            items, expected, waiting, by_terminal, accepts = self._predict(closures)
         if self.fuel is not None:
             self.fuel.spend(1 + len(items))
-        T, nxt, lhs_of = self.cfg.n_terms, self._next, self._lhs
+        pred = self._predictions[predicts] = Prediction(items, expected, waiting, by_terminal, accepts)
+        return pred
+
+    def _predict(self, closures) -> tuple:
+        """``(items, expected, waiting, by_terminal, accepts_start)`` of the union of ``closures``
+        (see :class:`Prediction`): the reference of the compiled ``earley_predict``."""
+        items = tuple(sorted(frozenset().union(*closures)))
+        T, nxt, lhs_of, start = self.cfg.n_terms, self._next, self._lhs, self.cfg.start
         expected = 0
         waiting: dict[int, list[int]] = {}
         by_terminal: dict[int, list[int]] = {}
-        complete = set()
-        for it in items:     # any order: lists are only read into sets
+        accepts = False
+        for it in items:
             sym = nxt[it]
             if sym < 0:
-                complete.add(lhs_of[it])
+                accepts = accepts or lhs_of[it] == start
             elif sym < T:
                 expected |= 1 << sym
                 by_terminal.setdefault(sym, []).append(it)
             else:
                 waiting.setdefault(sym, []).append(it + 1)
-        pred = self._predictions[predicts] = Prediction(
-            items, expected, {k: tuple(v) for k, v in waiting.items()},
-            {k: tuple(v) for k, v in by_terminal.items()}, frozenset(complete))
-        return pred
+        return (items, expected, {k: tuple(v) for k, v in waiting.items()},
+                {k: tuple(v) for k, v in by_terminal.items()}, accepts)
 
     def _make(self, kernel: list[int], predicts=(), initial: bool = False) -> int:
         """Intern the set whose core grows from ``kernel`` (item codes with an earlier origin)."""
@@ -322,7 +336,7 @@ class EarleyAutomaton:
                                      f"({sid} sets; parser_bytes)")
         self.nbytes += size
         expected = pred.expected
-        accepting = initial and cfg.start in pred.complete
+        accepting = initial and pred.accepts_start
         done = (self.initial + 1) << shift
         if compiled is not None:
             waiting, by_terminal, terms, acc = compiled.earley_split(key, self._next_np, self._lhs_np, T, shift,
