@@ -279,3 +279,66 @@ def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar)
         checked += 1
     assert checked >= 2
     assert sum(lazy._builder._slice_hits.values()) > 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_tokens, st.sets(st.integers(0, 127), max_size=128), st.sets(st.integers(0xC2, 0xF4), max_size=51))
+def test_every_part_of_a_slice_matches_a_scan(tokens, ascii_set, leads):
+    """On byte soup, a fresh vocabulary per example (so each path builds its own slice, none
+    memoised): members, their row, the rows by characters, the non-members, the per-first-byte
+    counts and the most characters all equal a scan with Python's decoder."""
+    vocab = _vocab(tokens)
+    chars = ascii_set | leads
+    sel = np.zeros(256, dtype=bool)
+    sel[list(chars)] = True
+    sl = utf8_slice(vocab, sel)
+    layout = vocab_layout(vocab)
+    toks = [vocab.token_bytes[t] for t in layout.ids.tolist()]
+    member = [_decodes(d) and all(0x80 <= b < 0xC0 or b in chars for b in d) for d in toks]
+    n_chars = [len(d.decode("utf-8")) if m else 0 for d, m in zip(toks, member)]
+    assert sl.member.tolist() == member
+    assert sl.outside.tolist() == [i for i, m in enumerate(member) if not m]
+    ids = layout.ids.tolist()
+    assert set(np.flatnonzero(bitmask_to_bool(sl.row, vocab.vocab_size)).tolist()) == {
+        t for t, m in zip(ids, member) if m}
+    longest = max((k for k, m in zip(n_chars, member) if m and k <= tuning.SLICE_MAX_CHARS), default=0)
+    assert sl.by_chars.shape[0] == longest
+    for k in range(1, longest + 1):
+        assert set(np.flatnonzero(bitmask_to_bool(sl.by_chars[k - 1], vocab.vocab_size)).tolist()) == {
+            t for t, m, c in zip(ids, member, n_chars) if m and c == k}
+    width = sl.by_first.shape[1]
+    for b in {d[0] for d in toks}:
+        mine = [k for d, m, k in zip(toks, member, n_chars) if m and d[0] == b]
+        assert sl.most[b] == max(mine, default=0)
+        assert sl.by_first[b].tolist() == [sum(min(k, width - 2) < j for k in mine) for j in range(width)]
+
+
+def test_compiled_slice_refuses_bad_input():
+    """Mismatched arrays, a token id past the row and too few rows by characters are typed
+    errors of the compiled slice, never a write out of bounds."""
+    from guidewire.grammar import native
+    old = native.set_enabled(True) if native.available() else None
+    mod = native.module()
+    if old is not None:
+        native.set_enabled(old)
+    if mod is None:
+        pytest.skip("the compiled module is not built")
+    n, width = 3, 5
+    whole = np.ones(n, dtype=bool)
+    ascii_bits = np.zeros((2, n), dtype=np.uint64)
+    lead = np.zeros(n, dtype=np.uint64)
+    chars = np.array([1, 2, 2], dtype=np.int64)
+    first = np.array([97, 98, 98], dtype=np.int64)
+    member, hist, most = np.zeros(n, dtype=bool), np.zeros(256 * width, dtype=np.int64), np.zeros(256, dtype=np.int64)
+    assert mod.slice_members(whole, ascii_bits, lead, chars, first, 0, 0, 0, 2, width, member, hist, most) == (3, 2)
+    with pytest.raises(ValueError):
+        mod.slice_members(whole[:2], ascii_bits, lead, chars, first, 0, 0, 0, 2, width, member, hist, most)
+    with pytest.raises(ValueError):
+        mod.slice_members(whole, ascii_bits, lead, chars, np.array([97, 300, 1]), 0, 0, 0, 2, width, member, hist, most)
+    row, by = np.zeros(1, dtype=np.int32), np.zeros((2, 1), dtype=np.int32)
+    assert mod.slice_rows(member, chars, np.array([0, 1, 2]), 2, row, by, 1) is None
+    assert row[0] == 0b111 and by[0, 0] == 0b1 and by[1, 0] == 0b110
+    with pytest.raises(IndexError):
+        mod.slice_rows(member, chars, np.array([0, 1, 40]), 2, row, by, 1)
+    with pytest.raises(ValueError):
+        mod.slice_rows(member, chars, np.array([0, 1, 2]), 2, row, by[:1], 1)

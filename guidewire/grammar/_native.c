@@ -21,6 +21,8 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args);
 PyObject *native_earley_close(PyObject *self, PyObject *args);
 PyObject *native_earley_split(PyObject *self, PyObject *args);
 PyObject *native_earley_predict(PyObject *self, PyObject *args);
+PyObject *native_slice_members(PyObject *self, PyObject *args);
+PyObject *native_slice_rows(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
 
 
@@ -1230,6 +1232,8 @@ static PyMethodDef methods[] = {
     {"earley_close", native_earley_close, METH_VARARGS, "The closure of an Earley set's core from its kernel (see _native_earley.c)."},
     {"earley_split", native_earley_split, METH_VARARGS, "An Earley core by the symbol after each dot (see _native_earley.c)."},
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
+    {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
+    {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

@@ -477,27 +477,40 @@ def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
 def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
     layout = vocab_layout(vocab)
     index = utf8_tokens(vocab)
-    outside = (~np.packbits(ascii_set[:128], bitorder="little").view(np.uint64)).tolist()
-    member = index.whole.copy()
-    for w, out in enumerate(outside):
-        if out:
-            member &= (index.ascii_bits[w] & np.uint64(out)) == 0
+    out0, out1 = (~np.packbits(ascii_set[:128], bitorder="little").view(np.uint64)).tolist()
     no_lead = int(~np.packbits(ascii_set[192:], bitorder="little").view(np.uint64)[0])
-    if no_lead:
-        member &= (index.lead_bits & np.uint64(no_lead)) == 0
-    row = ids_row(layout.ids[member], layout.words)
-    at = member.nonzero()[0]
-    k = index.chars.take(at)
-    short = k <= tuning.SLICE_MAX_CHARS
-    n_rows = int(k.max(where=short, initial=0))
-    by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
-    outside = _flatnonzero(~member)
     width = tuning.SLICE_MAX_CHARS + 3
-    first = layout.first.take(at)
-    hist = np.bincount(first * width + np.minimum(k, width - 2) + 1, minlength=256 * width).reshape(256, width)
-    by_first = np.cumsum(hist, axis=1)
-    most = np.zeros(256, dtype=np.int64)
-    np.maximum.at(most, first, k)
+    compiled = native.module()
+    if compiled is not None:    # two passes in C; the numpy lines below are the reference
+        member = np.empty(layout.ids.size, dtype=bool)
+        hist = np.zeros(256 * width, dtype=np.int64)
+        most = np.zeros(256, dtype=np.int64)
+        _count, n_rows = compiled.slice_members(index.whole, index.ascii_bits, index.lead_bits, index.chars,
+                                                layout.first, out0, out1, no_lead, tuning.SLICE_MAX_CHARS, width,
+                                                member, hist, most)
+        row = np.zeros(layout.words, dtype=np.int32)
+        by_chars = np.zeros((n_rows, layout.words), dtype=np.int32)
+        compiled.slice_rows(member, index.chars, layout.ids, tuning.SLICE_MAX_CHARS, row, by_chars, layout.words)
+        by_first = np.cumsum(hist.reshape(256, width), axis=1)
+    else:
+        member = index.whole.copy()
+        for w, out in enumerate((out0, out1)):
+            if out:
+                member &= (index.ascii_bits[w] & np.uint64(out)) == 0
+        if no_lead:
+            member &= (index.lead_bits & np.uint64(no_lead)) == 0
+        row = ids_row(layout.ids[member], layout.words)
+        at = member.nonzero()[0]
+        k = index.chars.take(at)
+        short = k <= tuning.SLICE_MAX_CHARS
+        n_rows = int(k.max(where=short, initial=0))
+        by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
+        first = layout.first.take(at)
+        hist = np.bincount(first * width + np.minimum(k, width - 2) + 1, minlength=256 * width).reshape(256, width)
+        by_first = np.cumsum(hist, axis=1)
+        most = np.zeros(256, dtype=np.int64)
+        np.maximum.at(most, first, k)
+    outside = _flatnonzero(~member)
     for arr in (member, row, by_chars, outside, by_first, most):
         arr.setflags(write=False)
     return Utf8Slice(member, row, index.chars, by_chars, outside, by_first, most)
