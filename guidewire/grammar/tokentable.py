@@ -27,7 +27,7 @@ from .lexer import DEAD, START, ByteDFA
 from .lexer import concat_ranges as _ranges
 from .tablearrays import _add_row, _distinct, _flatnonzero, _row_of, ids_row, rows_by_group
 from .tablegroups import TokenGrouping
-from .tabletrie import TrieTables, token_trie
+from .tabletrie import TrieTables, prepare_trie
 from .tableshortcuts import InheritanceShortcuts
 from .tablewalk import TokenWalker, _small_walk
 from .vocabindex import (
@@ -99,7 +99,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
     def __init__(self, dfa: ByteDFA, vocab, lookup=None):
         super().__init__(dfa, vocab, lookup)
         if lookup is not None and native.module() is not None:
-            token_trie(vocab)   # once per vocabulary, with the layout: not inside a first mask
+            prepare_trie(vocab)   # once per vocabulary, with the layout: not inside a first mask
 
     def first_byte_row(self, first: np.ndarray) -> np.ndarray:
         """Bitmask row of the ordinary tokens whose first byte is in the 256-bool set ``first``.
