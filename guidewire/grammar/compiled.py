@@ -102,7 +102,7 @@ class CompiledGrammar:
         self._follow: list = []                 # see _lexeme_follow
         self._by_term: list[int] | None = None   # FOLLOW set per terminal
         self._admitted: dict = {}                # group key -> _admits' answer (bounded, see _admits)
-        self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()   # earley set << 32 | lexer state class
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
         self.precomputed: dict | None = None    # precompute()'s summary when compile_lark ran it
@@ -330,10 +330,10 @@ class CompiledGrammar:
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
         rep = self._rep_list
-        key = (s, rep[q] if q < len(rep) else q)
+        key = s << 32 | (rep[q] if q < len(rep) else q)     # an int: hashed in C, never tracked by the GC
         if _GIL:
             # the hit path without the lock: with the GIL each OrderedDict call below is atomic
-            # (int-tuple keys hash and compare in C), a stored row is final and read-only, and
+            # (int keys hash and compare in C), a stored row is final and read-only, and
             # an entry evicted between the two calls only skips the LRU touch
             row = self._masks.get(key)
             if row is not None:
@@ -351,7 +351,7 @@ class CompiledGrammar:
             return self._mask(s, q)
 
     def _mask(self, s: int, q: int) -> np.ndarray:
-        key = (s, self._canon(q))
+        key = s << 32 | self._canon(q)
         row = self._masks.get(key)
         if row is not None:
             self._masks.move_to_end(key)
