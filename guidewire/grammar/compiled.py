@@ -447,7 +447,7 @@ class CompiledGrammar:
                 x = expected[cur] | ign
             chosen = picks.get(x)
             if chosen is None:
-                chosen = picks[x] = [g for alive, g in members if alive & x]
+                chosen = picks[x] = tuple([g for alive, g in members if alive & x])   # ints: untracked by the GC
                 added += PICK_BYTES + 8 * len(chosen)
             sel += chosen
         self._account(entry, q, added)
