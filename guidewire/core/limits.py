@@ -23,7 +23,7 @@ from .errors import WorkLimitExceededError
 DEFAULT_STEP_WORK = 5_000_000
 DEFAULT_STEP_SECONDS = 5.0
 DEFAULT_MASK_CACHE_BYTES = 32 << 20
-DEFAULT_TABLE_CACHE_BYTES = 64 << 20
+DEFAULT_TABLE_CACHE_BYTES = 256 << 20   # a Gemma-3 group row is 32 KB: at 64 MiB product lexers evicted tables they reused
 DEFAULT_LEXER_BYTES = 512 << 20    # lexer states are not a memo (matchers hold their ids):
 DEFAULT_PARSER_BYTES = 256 << 20   # ... past these bounds a step fails with LimitExceededError
 
