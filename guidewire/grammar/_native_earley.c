@@ -102,6 +102,29 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* the members of s in ascending order, in a new malloc'd array (NULL with MemoryError set) */
+static int64_t *iset_sorted(const I64Set *s) {
+    int64_t *all = malloc((s->n ? s->n : 1) * sizeof(int64_t));
+    if (!all) { PyErr_NoMemory(); return NULL; }
+    size_t k = 0;
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slot[i] >= 0) all[k++] = s->slot[i];
+    qsort(all, k, sizeof(int64_t), cmp_i64);
+    return all;
+}
+
+/* a new tuple of the ints v[0..n) */
+static PyObject *int_tuple(const int64_t *v, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, x);
+    }
+    return t;
+}
+
 /* add x to items (and the agenda) if new; -1 on error */
 static inline int grow(I64Set *items, I64Vec *agenda, int64_t x) {
     int r = iset_add(items, x);
@@ -203,20 +226,11 @@ PyObject *native_earley_close(PyObject *self, PyObject *args) {
         }
     }
     /* the core, sorted */
-    int64_t *all = malloc((items.n ? items.n : 1) * sizeof(int64_t));
-    if (!all) { PyErr_NoMemory(); goto done; }
-    size_t k = 0;
-    for (size_t i = 0; i < items.cap; i++)
-        if (items.slot[i] >= 0) all[k++] = items.slot[i];
-    qsort(all, k, sizeof(int64_t), cmp_i64);
-    core = PyTuple_New((Py_ssize_t)k);
-    if (!core) { free(all); goto done; }
-    for (size_t i = 0; i < k; i++) {
-        PyObject *v = PyLong_FromLongLong(all[i]);
-        if (!v) { free(all); goto done; }
-        PyTuple_SET_ITEM(core, (Py_ssize_t)i, v);
-    }
+    int64_t *all = iset_sorted(&items);
+    if (!all) goto done;
+    core = int_tuple(all, items.n);
     free(all);
+    if (!core) goto done;
     pred = PyFrozenSet_New(NULL);
     if (!pred) goto done;
     for (size_t i = 0; i < predicted.cap; i++) {
@@ -301,6 +315,18 @@ done:
     return result;
 }
 
+/* the dotted-rule arrays nxt and lhs (int32, one length, within 1 << shift); -1 with an error set */
+static int dotted_arrays(PyObject *o_nxt, PyObject *o_lhs, Buf *nxt, Buf *lhs, long long shift, const char *name,
+                         Py_ssize_t *n_dotted) {
+    if (get_buf(o_nxt, nxt, "nxt", 4, 0) || get_buf(o_lhs, lhs, "lhs", 4, 0)) return -1;
+    *n_dotted = LEN(*nxt, 4);
+    if (LEN(*lhs, 4) != *n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < *n_dotted) {
+        PyErr_Format(PyExc_ValueError, "%s: array sizes do not match", name);
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *native_earley_split(PyObject *self, PyObject *args) {
     PyObject *o_core, *o_nxt, *o_lhs;
     long long T, shift, start, done_code;
@@ -310,12 +336,8 @@ PyObject *native_earley_split(PyObject *self, PyObject *args) {
     Buf nxt = {0}, lhs = {0};
     PyObject *result = NULL;
     int64_t *its = NULL;
-    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0)) goto done;
-    Py_ssize_t n_dotted = LEN(nxt, 4);
-    if (LEN(lhs, 4) != n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < n_dotted) {
-        PyErr_SetString(PyExc_ValueError, "earley_split: array sizes do not match");
-        goto done;
-    }
+    Py_ssize_t n_dotted;
+    if (dotted_arrays(o_nxt, o_lhs, &nxt, &lhs, shift, "earley_split", &n_dotted)) goto done;
     Py_ssize_t n = PyTuple_GET_SIZE(o_core);
     its = malloc((n ? n : 1) * sizeof(int64_t));
     if (!its) { PyErr_NoMemory(); goto done; }
@@ -345,12 +367,8 @@ PyObject *native_earley_predict(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *closures = NULL, *items_t = NULL, *split = NULL;
     I64Set items = {0};
     int64_t *all = NULL;
-    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0)) goto done;
-    Py_ssize_t n_dotted = LEN(nxt, 4);
-    if (LEN(lhs, 4) != n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < n_dotted) {
-        PyErr_SetString(PyExc_ValueError, "earley_predict: array sizes do not match");
-        goto done;
-    }
+    Py_ssize_t n_dotted;
+    if (dotted_arrays(o_nxt, o_lhs, &nxt, &lhs, shift, "earley_predict", &n_dotted)) goto done;
     closures = PySequence_Fast(o_closures, "earley_predict: closures must be a sequence");
     if (!closures || iset_init(&items, 64)) { if (closures) PyErr_NoMemory(); goto done; }
     for (Py_ssize_t c = 0; c < PySequence_Fast_GET_SIZE(closures); c++) {
@@ -371,20 +389,11 @@ PyObject *native_earley_predict(PyObject *self, PyObject *args) {
         Py_DECREF(iter);
         if (PyErr_Occurred()) goto done;
     }
-    all = malloc((items.n ? items.n : 1) * sizeof(int64_t));
-    if (!all) { PyErr_NoMemory(); goto done; }
-    size_t k = 0;
-    for (size_t i = 0; i < items.cap; i++)
-        if (items.slot[i] >= 0) all[k++] = items.slot[i];
-    qsort(all, k, sizeof(int64_t), cmp_i64);
-    items_t = PyTuple_New((Py_ssize_t)k);
+    all = iset_sorted(&items);
+    if (!all) goto done;
+    items_t = int_tuple(all, items.n);
     if (!items_t) goto done;
-    for (size_t i = 0; i < k; i++) {
-        PyObject *v = PyLong_FromLongLong(all[i]);
-        if (!v) goto done;
-        PyTuple_SET_ITEM(items_t, (Py_ssize_t)i, v);
-    }
-    split = split_items(all, (Py_ssize_t)k, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, 0);
+    split = split_items(all, (Py_ssize_t)items.n, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, 0);
     if (!split) goto done;
     result = Py_BuildValue("(OOOOO)", items_t, PyTuple_GET_ITEM(split, 0), PyTuple_GET_ITEM(split, 1),
                            PyTuple_GET_ITEM(split, 2), PyTuple_GET_ITEM(split, 3));
