@@ -84,7 +84,9 @@ def test_automaton_matches_textbook_earley(grammar_path, rules, inputs):
         return
     auto = EarleyAutomaton(cfg)
     compared = 0
-    for tokens in inputs:   # several inputs share one automaton (memoised scans, interned sets)
+    for n, tokens in enumerate(inputs):   # several inputs share one automaton (memoised scans, interned sets)
+        # every other input scans under negative memo keys (a post-lexer's own, see indent.py)
+        key_of = (lambda t: t) if n % 2 == 0 else (lambda t: -1 - t)
         sets = textbook_sets(cfg, tokens)
         sid = auto.initial
         sids = []
@@ -108,7 +110,7 @@ def test_automaton_matches_textbook_earley(grammar_path, rules, inputs):
                 assert sid == -1
                 break
             if k < len(tokens):
-                sid = auto.scan(sid, (tokens[k],), tokens[k])
+                sid = auto.scan(sid, (tokens[k],), key_of(tokens[k]))
     assert compared >= len(inputs)
 
 

@@ -25,6 +25,7 @@ Item = tuple[int, int, int]
 SET_BYTES = 600     # an interned set: its lists' slots, index entry, per-symbol dicts
 ITEM_BYTES = 180    # an item of its core: its int, its advanced copy, set, dict and list slots
 SCAN_BYTES = 120    # a memoised scan
+_KEY_SHIFT = 1 << 32   # scan keys lie in [-2**32, 2**32): lexer term-set ids, and a post-lexer's own (negative) ones
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class EarleyAutomaton:
         # otherwise walk every set built
         self.waiting: list[dict[int, tuple[int, ...]]] = []   # core items waiting per nonterminal, advanced over it
         self._index: dict[tuple[int, ...], int] = {}
-        self._scan: dict[int, int] = {}     # set << 32 | lexeme key -> set after the scan
+        self._scan: dict[int, int] = {}     # (set << 33) + lexeme key + 2**32 -> set after the scan
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
         self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
@@ -419,14 +420,15 @@ class EarleyAutomaton:
 
         ``key`` identifies ``terms`` for memoisation (the lexer's terminal-set id).
         """
-        memo = self._scan.get(sid << 32 | key)     # an int key: never tracked by the GC
+        mk = (sid << 33) + key + _KEY_SHIFT     # an int key (never tracked by the GC); key may be negative
+        memo = self._scan.get(mk)
         if memo is not None:
             return memo
         bits = self._term_bits.get(key)
         if bits is None:
             bits = self._term_bits[key] = sum(1 << t for t in terms)
         if not self.expected[sid] & bits:
-            self._scan[sid << 32 | key] = -1
+            self._scan[mk] = -1
             return -1
         kernel = []
         core = self.core_by_terminal[sid]
@@ -440,7 +442,7 @@ class EarleyAutomaton:
             if got:
                 kernel.extend([it + at for it in got])
         out = self._make(kernel) if kernel else -1
-        self._scan[sid << 32 | key] = out
+        self._scan[mk] = out
         self.nbytes += SCAN_BYTES
         return out
 
