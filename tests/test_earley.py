@@ -284,3 +284,35 @@ def test_compiled_closure_refuses_bad_input():
         mod.earley_predict([frozenset({2})], nxt, lhs, 1, 2, 1)     # dotted rule 2 of 2
     with pytest.raises(TypeError):
         mod.earley_predict([None], nxt, lhs, 1, 2, 1)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_compiled_sets_stay_out_of_the_cyclic_collector(smollm2):
+    """The compiled path makes every set's items, its per-symbol dicts, its prediction's parts and
+    the completion memo as containers of ints the cyclic collector does not track (a young
+    collection inside a mask otherwise walks each new set), with the same contents as the
+    reference path's (tracked) ones."""
+    import gc
+
+    from guidewire.grammar import builtin_grammar, compile_lark
+
+    old = native.set_enabled(True)   # a module-scoped grammar_path may have switched it off
+    try:
+        g = compile_lark(builtin_grammar("json"), smollm2)
+        assert g.step_bytes(*g.matcher().state, b'{"a": [1, 2.5e3, {"b": null, "c": ["x", {}]}], "d": true}') is not None
+    finally:
+        native.set_enabled(old)
+    auto = g.earley
+    assert auto.n_sets >= 20
+    checked = 0
+    for sid in range(auto.n_sets):
+        for obj in (auto.items[sid], auto.waiting[sid], auto.core_by_terminal[sid],
+                    *auto.waiting[sid].values(), *auto.core_by_terminal[sid].values()):
+            assert not gc.is_tracked(obj), (sid, obj)
+            checked += 1
+    for pred in auto.predictions:
+        for obj in (pred.items, pred.waiting, pred.by_terminal):
+            assert not gc.is_tracked(obj)
+            checked += 1
+    assert not gc.is_tracked(auto._advances) and len(auto._advances) >= 5
+    assert checked >= 100

@@ -459,3 +459,45 @@ def test_chain_scan_and_split_match_python(seed, n, reach):
     if n:
         with pytest.raises(IndexError):
             c.chain_scan(tails, lens, np.array([size], dtype=np.int64), np.array([q1], dtype=np.int64), q1)
+
+
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.integers(-2**40, 2**40), max_size=60), st.sampled_from([list, tuple, frozenset]))
+def test_int_key_matches_the_reference(values, kind):
+    """``int_key``: the distinct ints, sorted, as a tuple -- the reference's -- that the cyclic
+    collector does not track (the empty tuple is CPython's own singleton, never tracked)."""
+    import gc
+
+    from guidewire.grammar.lexer import int_key
+    got = native.module().int_key(kind(values))
+    assert got == tuple(sorted(set(values))) and type(got) is tuple
+    assert not gc.is_tracked(got)
+    with _path(False):
+        assert int_key(kind(values)) == got
+    with pytest.raises(TypeError):
+        native.module().int_key([1, "2"])
+    with pytest.raises(TypeError):
+        native.module().int_key(3)
+
+
+def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch):
+    """A lazily built lexer's per-state containers (NFA sets by state, their index, the sweep's
+    target cache, the epsilon closures) hold only untracked tuples and ints on the compiled path,
+    so a full collection never walks them; the alive bitsets are one int object per value."""
+    import gc
+
+    import guidewire.grammar.compiled as compiled_mod
+    text = 'start: (A | B | C)+\nA: /[a-z]{1,40}/\nB: /[0-9a-f]{2,30}x/\nC: /"[^"]{0,20}"/\n'
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 2)
+    g = _compile(text, smollm2, True)
+    with _path(True):
+        assert g.step_bytes(*g.matcher().state, b'abcdef0123x"quoted"qq') is not None
+        for q in range(2, g.dfa.n_states):
+            g.dfa.compute_row(q)
+    dfa = g.dfa
+    assert dfa.n_states >= 100
+    for name in ("_states", "_index", "_target_cache", "_eps_closure"):
+        d = getattr(dfa, name)
+        assert len(d) >= 10 and not gc.is_tracked(d), name
+    assert not any(gc.is_tracked(t) for t in dfa._states.values())
+    assert len({id(a) for a in dfa.alive}) == len(set(dfa.alive))

@@ -158,6 +158,7 @@ static PyObject *native_sweep(PyObject *self, PyObject *args) {
             if (!v) { Py_DECREF(t); goto done; }
             PyTuple_SET_ITEM(t, j, v);
         }
+        untrack_int_tuple(t);   /* a key of the lexer's target cache */
         PyObject *run = Py_BuildValue("(iiN)", starts[k], starts[k + 1], t);
         if (!run) goto done;
         if (PyList_Append(runs, run) < 0) { Py_DECREF(run); goto done; }
@@ -940,6 +941,7 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
             if (!v) { Py_DECREF(t); goto done; }
             PyTuple_SET_ITEM(t, j, v);
         }
+        untrack_int_tuple(t);   /* a key of the lexer's state index */
         if (PyList_Append(sets, t) < 0) { Py_DECREF(t); goto done; }
         Py_DECREF(t);
     }
@@ -953,6 +955,44 @@ done:
     release(&off); release(&lo); release(&end); release(&dst); release(&eoff); release(&edst); release(&live);
     release(&owner); release(&lazy); release(&start);
     return result;
+}
+
+/* int_key(states) -> the distinct ints of an iterable, as a sorted tuple the cyclic collector
+ * does not track (a lexer state's key: see untrack_int_tuple). The reference is
+ * tuple(sorted(set(states))). */
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *native_int_key(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "int_key: an iterable of ints is needed"), *t = NULL;
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = 0;
+    long long *v = malloc((n ? n : 1) * sizeof(long long));
+    if (!v) { Py_DECREF(seq); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyLong_Check(x)) { PyErr_SetString(PyExc_TypeError, "int_key: an iterable of ints is needed"); goto done; }
+        v[i] = PyLong_AsLongLong(x);
+        if (v[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    qsort(v, (size_t)n, sizeof(long long), cmp_ll);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!m || v[i] != v[m - 1]) v[m++] = v[i];
+    t = PyTuple_New(m);
+    if (!t) goto done;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) { Py_CLEAR(t); goto done; }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    untrack_int_tuple(t);
+done:
+    free(v);
+    Py_DECREF(seq);
+    return t;
 }
 
 /* refine(label, trans, rounds, out) -> (n_classes, stable)
@@ -1234,6 +1274,7 @@ static PyMethodDef methods[] = {
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
+    {"int_key", native_int_key, METH_O, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

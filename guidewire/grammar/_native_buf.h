@@ -39,4 +39,16 @@ static inline void release(Buf *b) {
 
 #define LEN(b, sz) ((b).view.len / (sz))
 
+/* A tuple of ints alone can be in no reference cycle, so the tuples of ints made here leave the
+ * cyclic collector at once (CPython's collector untracks such tuples too, but only once it has
+ * walked them in a collection): a young collection no longer walks each new Earley set or lexer
+ * state, and a dict holding only such tuples and ints is never tracked (a full collection skips
+ * it). Anything but an exact tuple of exact ints is left as it is. */
+static inline void untrack_int_tuple(PyObject *t) {
+    if (!PyTuple_CheckExact(t) || !PyObject_GC_IsTracked(t)) return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(t, i))) return;
+    PyObject_GC_UnTrack(t);
+}
+
 #endif

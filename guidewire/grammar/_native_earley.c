@@ -113,7 +113,7 @@ static int64_t *iset_sorted(const I64Set *s) {
     return all;
 }
 
-/* a new tuple of the ints v[0..n) */
+/* a new tuple of the ints v[0..n), untracked by the cyclic collector */
 static PyObject *int_tuple(const int64_t *v, size_t n) {
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     if (!t) return NULL;
@@ -122,6 +122,7 @@ static PyObject *int_tuple(const int64_t *v, size_t n) {
         if (!x) { Py_DECREF(t); return NULL; }
         PyTuple_SET_ITEM(t, (Py_ssize_t)i, x);
     }
+    untrack_int_tuple(t);
     return t;
 }
 
@@ -201,6 +202,7 @@ PyObject *native_earley_close(PyObject *self, PyObject *args) {
                 goto done;
             } else {
                 moved = PyObject_CallFunction(advanced_fn, "LL", (long long)(origin - 1), (long long)l);
+                if (moved) untrack_int_tuple(moved);
                 if (!moved || PyDict_SetItem(advanced, key, moved) < 0) {
                     Py_XDECREF(moved);
                     Py_DECREF(key);
@@ -269,18 +271,21 @@ static int dict_append(PyObject *d, int64_t sym, int64_t v) {
     return r;
 }
 
-/* the values of d, lists, made tuples in place; -1 on error */
-static int tuples_in_place(PyObject *d) {
-    PyObject *key, *value;
+/* a new dict of d's keys, each list value made an untracked tuple of ints (so the dict is
+ * never tracked either); NULL on error */
+static PyObject *as_tuples(PyObject *d) {
+    PyObject *out = PyDict_New(), *key, *value;
     Py_ssize_t pos = 0;
+    if (!out) return NULL;
     while (PyDict_Next(d, &pos, &key, &value)) {
         PyObject *t = PyList_AsTuple(value);
-        if (!t) return -1;
-        int r = PyDict_SetItem(d, key, t);   /* an existing key: no resize, the iteration holds */
+        if (!t) { Py_DECREF(out); return NULL; }
+        untrack_int_tuple(t);
+        int r = PyDict_SetItem(out, key, t);
         Py_DECREF(t);
-        if (r < 0) return -1;
+        if (r < 0) { Py_DECREF(out); return NULL; }
     }
-    return 0;
+    return out;
 }
 
 /* (waiting, by_terminal, terminals, accepting) of the items its[0..n) (see earley_split) */
@@ -306,8 +311,9 @@ static PyObject *split_items(const int64_t *its, Py_ssize_t n, const int32_t *NX
             accepting = 1;
         }
     }
-    if (tuples_in_place(waiting) < 0 || tuples_in_place(by_terminal) < 0) goto done;
-    result = Py_BuildValue("(OOON)", waiting, by_terminal, terms, PyBool_FromLong(accepting));
+    PyObject *w = as_tuples(waiting), *b = w ? as_tuples(by_terminal) : NULL;
+    if (!b) { Py_XDECREF(w); goto done; }
+    result = Py_BuildValue("(NNON)", w, b, terms, PyBool_FromLong(accepting));
 done:
     Py_XDECREF(waiting);
     Py_XDECREF(by_terminal);

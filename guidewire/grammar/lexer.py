@@ -86,11 +86,14 @@ class ByteDFA:
         self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
         # NFA state sets as sorted tuples: tuples of ints drop out of CPython's cyclic collector,
         # frozensets never do (a 36k-state product lexer held 1.2M set elements that every full
-        # collection visited: 75 ms each)
-        self._states: list[tuple[int, ...]] = []
+        # collection visited: 75 ms each). Made untracked (int_key), in a dict by state id: a dict
+        # of untracked tuples and ints is never tracked, a list always is (a full collection
+        # walked a 150k-state lexer's list, index and target cache, each entry a cache miss)
+        self._states: dict[int, tuple[int, ...]] = {}
         self._index: dict[tuple[int, ...], int] = {}
         self.alive: list[int] = []          # bitset of terminals alive in each state
         self.emit: list[int] = []           # id of the emitted terminal set, -1 if not accepting
+        self._alive_memo: dict[int, int] = {}   # each distinct alive bitset, as one shared int
         self.term_sets: list[tuple[int, ...]] = []
         self._term_set_index: dict[tuple[int, ...], int] = {}
         self._best_memo: dict[frozenset[int], int] = {}     # accepting terminals -> emitted set id
@@ -121,7 +124,7 @@ class ByteDFA:
         for s in seeds:
             c = memo.get(s)
             if c is None:
-                c = memo[s] = tuple(self._closure_dfs(s))
+                c = memo[s] = int_key(self._closure_dfs(s))
             parts.append(c)
         return frozenset().union(*parts)
 
@@ -144,7 +147,7 @@ class ByteDFA:
     def _intern(self, nfa_set) -> int:
         """The id of the DFA state of NFA state set ``nfa_set`` (any iterable of NFA state ids),
         made (with its readings) if new."""
-        nfa_set = tuple(sorted(nfa_set))
+        nfa_set = int_key(nfa_set)
         sid = self._index.get(nfa_set)
         if sid is not None:
             return sid
@@ -158,7 +161,7 @@ class ByteDFA:
             raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({sid} states; raise Limits.lexer_bytes "
                                      f"or GUIDEWIRE_LEXER_BYTES)")
         self.nbytes += size
-        self._states.append(nfa_set)
+        self._states[sid] = nfa_set
         self._index[nfa_set] = sid
         if len(nfa_set) > VECTOR_SET:
             accepting, alive = self._readings_numpy(nfa_set)
@@ -177,7 +180,9 @@ class ByteDFA:
         if best >= 0:  # a terminal shadowed on this lexeme and unable to grow is dead
             for tid in self.term_sets[best]:
                 alive |= 1 << tid
-        self.alive.append(alive)
+        # one int object per distinct bitset: a full collection walks these lists, and 150k
+        # separately allocated ints cost it a cache miss each (~7 ms), a few shared ones nothing
+        self.alive.append(self._alive_memo.setdefault(alive, alive))
         self.emit.append(best)
         if sid >= self.trans.shape[0]:
             self._grow()
@@ -696,3 +701,13 @@ def zeroed_table(rows: int, width: int, dtype) -> np.ndarray:
         except OSError:     # pragma: no cover - a kernel without transparent huge pages
             pass
     return np.frombuffer(mm, dtype=dtype).reshape(rows, width)
+
+
+def int_key(states) -> tuple[int, ...]:
+    """The distinct NFA state ids of ``states`` as a sorted tuple (a lexer state's key), made
+    untracked by the cyclic collector on the compiled path (``_native.int_key``; the reference
+    is ``tuple(sorted(set(states)))``)."""
+    compiled = native.module()
+    if compiled is not None:
+        return compiled.int_key(states)
+    return tuple(sorted(set(states)))
