@@ -501,3 +501,47 @@ def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch
         assert len(d) >= 10 and not gc.is_tracked(d), name
     assert not any(gc.is_tracked(t) for t in dfa._states.values())
     assert len({id(a) for a in dfa.alive}) == len(set(dfa.alive))
+
+
+@pytest.mark.parametrize("which", ["schema1", "schema3", "python"])
+def test_pick_groups_matches_the_python_loop(smollm2, which):
+    """The compiled choice of groups against ``CompiledGrammar._pick_groups`` at every state of
+    random walks: the same groups in the same order and the same memo bytes, from empty picks
+    memos and again from the filled ones (no bytes added); the python grammar's post-lexer has
+    no readable scan memo (None: every scan is a call)."""
+    from guidewire.grammar.compiled import PICK_BYTES
+    c = native.module()
+    with _path(True):
+        g = (compile_lark(builtin_grammar("python"), smollm2) if which == "python"
+             else compile_json_schema(SCHEMAS[int(which[-1])], smollm2))
+    assert (g.earley.scan_memo is None) == (which == "python")
+    checked = chosen = 0
+    for walk in range(3):
+        rng = random.Random(walk)
+        m = g.matcher()
+        for _ in range(30):
+            s, q = m.state
+            with _path(True):
+                entry = g._table_entry(q)
+            fresh = [[lexemes, list(members), {}] for lexemes, members, _ in g._lexeme_parts(entry)]
+            mine = [[lx, mem, {}] for lx, mem, _ in fresh]
+            got = c.pick_groups(mine, s, g._x(s), g.earley.expected, g.dfa.ignored_bits, g.dfa.term_set_ignored,
+                                g.earley.scan_memo, g._scan, PICK_BYTES)
+            ref = g._pick_groups(fresh, s)
+            assert got == ref
+            assert [p[2] for p in mine] == [p[2] for p in fresh]
+            again = c.pick_groups(mine, s, g._x(s), g.earley.expected, g.dfa.ignored_bits, g.dfa.term_set_ignored,
+                                  g.earley.scan_memo, g._scan, PICK_BYTES)
+            assert again == (ref[0], 0)
+            checked += 1
+            chosen += len(ref[0])
+            allowed = [t for t in np.flatnonzero(bitmask_to_bool(m.current_mask(), smollm2.vocab_size)).tolist()
+                       if t not in smollm2.eos_ids]
+            if not allowed:
+                break
+            assert m.advance(rng.choice(allowed))
+    assert checked >= 30 and chosen >= 30
+    with pytest.raises(TypeError):
+        c.pick_groups([["x", [], {}]], 0, 0, [0], 0, [False], None, g._scan, PICK_BYTES)
+    with pytest.raises(TypeError):
+        c.pick_groups([], 0, 0, [0], 0, [False], [], g._scan, PICK_BYTES)

@@ -39,6 +39,7 @@ EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks ar
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
 GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
 PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per chosen group
+FEW_PARTS = 2               # a table of at most this many lexeme parts is picked from in Python (the C call costs more)
 ADMIT_MEMO_BYTES = 4 << 20  # bound of the memo of group keys FOLLOW admits (about ADMIT_ENTRY_BYTES each)
 ADMIT_ENTRY_BYTES = 160     # a memoised group key: its tuple, ints and dict slot
 
@@ -425,16 +426,18 @@ class CompiledGrammar:
                 added += 8 * sparse.size + got.nbytes
         return masks, slot, offsets, ids, added
 
-    def _compute_mask(self, s: int, q: int) -> np.ndarray:
-        entry = self._table_entry(q)
-        table = entry[0]
+    def _pick_groups(self, parts: list, s: int) -> tuple[list[int], int]:
+        """The groups of a table's lexeme ``parts`` (:meth:`_lexeme_parts`) the parser in set ``s``
+        allows, part by part (a part's lexemes read from ``s``; then its members whose alive
+        terminals it allows), and the bytes of new memo entries: the reference of the compiled
+        ``pick_groups``."""
         base = self._x(s)
         scan = self._scan
         expected = self.earley.expected
         ign = self.dfa.ignored_bits
         sel = []
         added = 0
-        for lexemes, members, picks in self._lexeme_parts(entry):
+        for lexemes, members, picks in parts:
             x = base
             if lexemes:
                 cur = s
@@ -450,8 +453,22 @@ class CompiledGrammar:
                 chosen = picks[x] = tuple([g for alive, g in members if alive & x])   # ints: untracked by the GC
                 added += PICK_BYTES + 8 * len(chosen)
             sel += chosen
+        return sel, added
+
+    def _compute_mask(self, s: int, q: int) -> np.ndarray:
+        entry = self._table_entry(q)
+        table = entry[0]
+        compiled = native.module()
+        parts = self._lexeme_parts(entry)
+        if compiled is not None and len(parts) > FEW_PARTS:   # the loop, in C (scan memo misses call _scan)
+            sel, added = compiled.pick_groups(parts, s, self._x(s), self.earley.expected,
+                                              self.dfa.ignored_bits, self.dfa.term_set_ignored, self.earley.scan_memo,
+                                              self._scan, PICK_BYTES)
+        else:
+            sel, added = self._pick_groups(parts, s)
         self._account(entry, q, added)
-        compiled = native.module() if len(sel) > 1 else None
+        if len(sel) < 2:
+            compiled = None
         if compiled is not None and entry[3] is None:   # a table's first mask: OR its chosen rows in C
             entry[3] = False
             row = np.empty(self.words, dtype=np.int32)
@@ -472,7 +489,7 @@ class CompiledGrammar:
             row |= self._mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it
-            s1 = scan(s, table.restart_lexeme)
+            s1 = self._scan(s, table.restart_lexeme)
             if s1 >= 0:
                 row |= self._mask(s1, START) & table.restart_mask
         if self._can_end(s, q):

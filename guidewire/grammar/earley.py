@@ -220,6 +220,8 @@ class EarleyAutomaton:
         self.waiting: list[dict[int, tuple[int, ...]]] = []   # core items waiting per nonterminal, advanced over it
         self._index: dict[tuple[int, ...], int] = {}
         self._scan: dict[int, int] = {}     # (set << 33) + lexeme key + 2**32 -> set after the scan
+        #: the scans made so far (``_scan``), for the compiled ``pick_groups`` to read in place
+        self.scan_memo = self._scan
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
         self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items

@@ -237,6 +237,9 @@ class IndentAutomaton:
                 return False
         return inner.accepting[s]
 
+    #: no memo the compiled ``pick_groups`` can read (keys are pairs): it calls :meth:`scan`
+    scan_memo = None
+
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
         """The state after a lexeme whose readings are ``terms`` (lexer set id ``key``); -1 if refused."""
         memo = self._memo.get((sid, key))
