@@ -180,8 +180,8 @@ class ByteDFA:
         if best >= 0:  # a terminal shadowed on this lexeme and unable to grow is dead
             for tid in self.term_sets[best]:
                 alive |= 1 << tid
-        # one int object per distinct bitset: a full collection walks these lists, and 150k
-        # separately allocated ints cost it a cache miss each (~7 ms), a few shared ones nothing
+        # one int object per distinct bitset: a full collection walks this list, and 150k
+        # separately allocated ints cost it a cache miss each, a few shared ones next to nothing
         self.alive.append(self._alive_memo.setdefault(alive, alive))
         self.emit.append(best)
         if sid >= self.trans.shape[0]:
