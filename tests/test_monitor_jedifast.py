@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import sysconfig
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -144,9 +145,13 @@ def _write(path, text, mtime_ns):
 
 def test_shared_state_sees_a_module_edited_on_disk(tmp_path):
     states = InferenceStates()
-    mod = tmp_path / "shapes.py"
+    # a module name of its own: parso's disk cache outlives the temp dir, and a path it has seen
+    # (pytest numbers its temp dirs from 0 again on a machine whose /tmp was emptied) with a later
+    # mtime would be served from that cache
+    name = f"shapes_{uuid.uuid4().hex}"
+    mod = tmp_path / f"{name}.py"
     buf = str(tmp_path / "__guidewire_buffer__main.py")
-    code = "import shapes\n\ndef f():\n    shapes.Box()."
+    code = f"import {name}\n\ndef f():\n    {name}.Box()."
     line, col = cursor(code)
     seen = []
     for i, attr in enumerate(("width", "height", "depth")):
