@@ -356,12 +356,12 @@ def test_lexer_state_classes_match_table_filling(smollm2):
 
 def test_lexer_state_classes_survive_a_hash_collision(smollm2, monkeypatch):
     """A colliding hash (simulated: every state in one class) is caught and redone exactly."""
-    import guidewire.grammar.lexer as lexer
+    import guidewire.grammar.refine as refine
 
     g = compile_lark("start: (T0 | T1)+\nT0: /b{1,3}/\nT1: /(a|ba)+c/", smollm2)
     g.dfa.build_all()
     expected = _distinguishable_reference(g.dfa)
-    monkeypatch.setattr(lexer, "_refine_hashed",
+    monkeypatch.setattr(refine, "refine_hashed",
                         lambda label, trans, rounds=None, checked=False: (np.zeros_like(label), 1, True))
     assert np.array_equal(g.dfa.equivalent_states(), expected)
 
@@ -369,7 +369,7 @@ def test_lexer_state_classes_survive_a_hash_collision(smollm2, monkeypatch):
 def test_depth_bounded_lexer_classes_match_table_filling(smollm2, monkeypatch):
     """Classes up to a depth (strings of at most that many bytes) match the bounded oracle, with
     working hashes and with hashes that collide on every row (each round is then redone exactly)."""
-    import guidewire.grammar.lexer as lexer
+    import guidewire.grammar.refine as refine
 
     g = compile_lark("start: (T0 | T1 | T2)+\nT0: /b{1,9}/\nT1: /(a|ba)+c/\nT2: /a{2,7}d/", smollm2)
     g.dfa.build_all()
@@ -378,7 +378,7 @@ def test_depth_bounded_lexer_classes_match_table_filling(smollm2, monkeypatch):
         assert np.array_equal(g.dfa.equivalent_states(depth=depth), expected), depth
     assert len(set(_distinguishable_reference(g.dfa, 2).tolist())) < len(set(
         _distinguishable_reference(g.dfa).tolist())), "depth 2 should merge some counter states"
-    monkeypatch.setattr(lexer, "_hash_weights", lambda width: np.zeros(width, dtype=np.uint64))
+    monkeypatch.setattr(refine, "hash_weights", lambda width: np.zeros(width, dtype=np.uint64))
     for depth in (2, 5):
         assert np.array_equal(g.dfa.equivalent_states(depth=depth), _distinguishable_reference(g.dfa, depth))
     assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guidewire.grammar.lexer as lexer
+import guidewire.grammar.refine as refine
 from guidewire.grammar import native
 from guidewire.grammar.lexer import ByteDFA, Terminal, concat_ranges
 from guidewire.grammar.regex import NFA, compile_into
@@ -130,8 +131,8 @@ def test_byte_classes_group_identical_columns(monkeypatch, n, width, distinct, s
     columns = rng.integers(0, n, size=(n, distinct), dtype=np.int32)
     trans = columns[:, rng.integers(0, distinct, size=width)]
     if collide:   # every column hashes alike: the exact comparison must take over
-        monkeypatch.setattr(lexer, "_hash_weights", lambda w: np.zeros(w, dtype=np.uint64))
-    picked = lexer._byte_classes(trans)
+        monkeypatch.setattr(refine, "hash_weights", lambda w: np.zeros(w, dtype=np.uint64))
+    picked = refine.byte_classes(trans)
     as_tuples = [tuple(trans[:, j]) for j in range(width)]
     assert sorted(as_tuples[j] for j in picked) == sorted(set(as_tuples))
     assert all(as_tuples.index(as_tuples[j]) == j for j in picked), "each class is named by its first byte"

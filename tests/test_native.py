@@ -370,7 +370,7 @@ def _reps(label):
 def test_refine_matches_the_numpy_refinement(seed, n, k, n_labels, depth):
     """Moore refinement in C: the same partition as the numpy refinement (hashed and checked),
     with and without a round bound, on random DFAs."""
-    from guidewire.grammar.lexer import ByteDFA, _refine_exact
+    from guidewire.grammar.refine import refine_exact, refine_numpy
 
     rng = np.random.default_rng(seed)
     trans = rng.integers(0, n, size=(n, k)).astype(np.int32)
@@ -379,11 +379,11 @@ def test_refine_matches_the_numpy_refinement(seed, n, k, n_labels, depth):
     label0 = rng.integers(0, n_labels, size=n).astype(np.int64) * 7 + 3
     got = np.empty(n, dtype=np.int64)
     classes, stable = native.module().refine(label0, trans, -1 if depth is None else depth, got)
-    ref, ref_classes = ByteDFA._refine_numpy(label0, trans, depth)
+    ref, ref_classes = refine_numpy(label0, trans, depth)
     assert classes == ref_classes == np.unique(got).size
     assert np.array_equal(_reps(got), _reps(ref))
     if depth is None:
-        assert stable and np.array_equal(_reps(got), _reps(_refine_exact(label0, trans)[0]))
+        assert stable and np.array_equal(_reps(got), _reps(refine_exact(label0, trans)[0]))
 
 
 def test_refine_refuses_bad_arrays():

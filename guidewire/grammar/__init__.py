@@ -1,6 +1,7 @@
 """Grammar compilers: Lark EBNF, regexes -> immutable CompiledGrammar -> per-request matchers."""
 
-from .compiled import CompiledGrammar, GrammarMatcher
+from .compiled import CompiledGrammar
+from .matcher import GrammarMatcher
 from .frontend import builtin_grammar, compile_lark, compile_regex
 from .indent import compile_python
 from .jsonschema import JsonSchemaOptions, compile_json_schema

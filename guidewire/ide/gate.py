@@ -56,7 +56,7 @@ class SuffixGate:
     viable prefix of the grammar."""
 
     def __init__(self, grammar, prefix: str, suffix: str = "", *, _state=None, _memo=None):
-        from ..grammar.compiled import GrammarMatcher
+        from ..grammar.matcher import GrammarMatcher
 
         self.grammar = grammar
         self.suffix = suffix.encode("utf-8")
