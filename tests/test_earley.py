@@ -75,8 +75,8 @@ grammars = st.lists(st.tuples(st.integers(N_TERMS, N_TERMS + N_NONTERMS - 1),
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grammars, st.lists(st.lists(st.integers(0, N_TERMS - 1), max_size=7), min_size=1, max_size=6))
 def test_automaton_matches_textbook_earley(grammar_path, rules, inputs):
-    """On both paths: the compiled closure (``_native.earley_close``/``earley_split``) and its
-    Python reference."""
+    """On both paths: the compiled closure and split (``_native.earley_make``) and its Python
+    reference."""
     names = [f"t{i}" for i in range(N_TERMS)] + [f"N{i}" for i in range(N_NONTERMS)]
     try:
         cfg = CFG.build(N_TERMS, rules, N_TERMS, names)
@@ -264,21 +264,29 @@ def test_compiled_closure_refuses_bad_input():
     assert mod is not None
     nxt = np.array([0, -1], dtype=np.int32)
     lhs = np.array([1, 1], dtype=np.int32)
-    null = np.zeros(2, dtype=np.uint8)
+    nb, lb, null = nxt.tobytes(), lhs.tobytes(), bytes(2)
     fn = lambda o, lhs_: ()   # noqa: E731
-    assert mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, fn, 100) == ((5,), frozenset())
+
+    def make(kernel, nxt_b=nb, lhs_b=lb, advanced_fn=fn):
+        return mod.earley_make(kernel, (), nxt_b, lhs_b, null, 1, 2, 2, {}, advanced_fn, 100, 1, 0)
+
+    # rule 0 (N1 -> t0) completed from origin 0: nothing waits there; the set is that one item
+    assert make([1 | (1 << 2)]) == ((5,), frozenset(), {}, {}, [], False)
+    assert make([0 | (1 << 2)]) == ((4,), frozenset(), {}, {0: (4,)}, [0], False)
     with pytest.raises(ValueError):
-        mod.earley_close([3], (), nxt, lhs, null, 1, 2, 2, {}, fn, 100)      # dotted rule 3 of 2
+        make([3])      # dotted rule 3 of 2
     with pytest.raises(ValueError):
-        mod.earley_close([], (), nxt, lhs[:1], null, 1, 2, 2, {}, fn, 100)
+        make([], lhs_b=lb[:4])
     with pytest.raises(TypeError):
-        mod.earley_close([], (), nxt.astype(np.int64), lhs, null, 1, 2, 2, {}, fn, 100)
+        make([], nxt_b=nxt.astype(np.int64))     # an array, not bytes
+    with pytest.raises(TypeError):
+        make([], nxt_b=nb[:3])                   # not whole int32s
+    with pytest.raises(TypeError):
+        mod.earley_make([], (), nb, lb, null, 1, 2, 2, {}, fn, 100, 1)     # an argument short
     with pytest.raises(ValueError):      # a completed item whose advanced items are out of range
-        mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, lambda o, lhs_: (7,), 100)
+        make([1 | (1 << 2)], advanced_fn=lambda o, lhs_: (7,))
     with pytest.raises(ZeroDivisionError):     # the callback's own error comes through
-        mod.earley_close([1 | (1 << 2)], (), nxt, lhs, null, 1, 2, 2, {}, lambda o, lhs_: 1 / 0, 100)
-    with pytest.raises(ValueError):
-        mod.earley_split((3,), nxt, lhs, 1, 2, 1, 0)
+        make([1 | (1 << 2)], advanced_fn=lambda o, lhs_: 1 / 0)
     assert mod.earley_predict([frozenset({0}), (1, 0)], nxt, lhs, 1, 2, 1) == ((0, 1), {}, {0: (0,)}, [0], True)
     with pytest.raises(ValueError):
         mod.earley_predict([frozenset({2})], nxt, lhs, 1, 2, 1)     # dotted rule 2 of 2

@@ -18,9 +18,8 @@
 
 /* the trie walk of a token table (_native_trie.c) */
 PyObject *native_trie_walk(PyObject *self, PyObject *args);
-PyObject *native_earley_close(PyObject *self, PyObject *args);
+PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_pick_groups(PyObject *self, PyObject *args);
-PyObject *native_earley_split(PyObject *self, PyObject *args);
 PyObject *native_earley_predict(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
@@ -1271,8 +1270,8 @@ static PyMethodDef methods[] = {
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
     {"pick_groups", native_pick_groups, METH_VARARGS, "The groups a mask chooses from a table's lexeme parts (see _native_mask.c)."},
-    {"earley_close", native_earley_close, METH_VARARGS, "The closure of an Earley set's core from its kernel (see _native_earley.c)."},
-    {"earley_split", native_earley_split, METH_VARARGS, "An Earley core by the symbol after each dot (see _native_earley.c)."},
+    {"earley_make", (PyCFunction)(void (*)(void))native_earley_make, METH_FASTCALL,
+     "A new Earley set's core from its kernel, and its split by next symbol (see _native_earley.c)."},
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},

@@ -1,28 +1,27 @@
-/* guidewire.grammar._native: the closure of an Earley set's core and its split by next symbol.
+/* guidewire.grammar._native: a new Earley set's core (its closure) and its split by next symbol.
  *
  * Items are ints (earley.EarleyAutomaton): (origin + 1) << shift | dotted, where the dotted rules
  * of every rule are numbered consecutively, so advancing the dot adds 1. nxt[dotted] is the
  * symbol after the dot (-1 at a rule's end), lhs[dotted] the rule's left-hand side, and
  * nullable[sym] whether a symbol derives the empty string. Terminals are 0..T-1.
  *
- * earley_close(kernel, predicts, nxt, lhs, nullable, T, shift, n_sym, advanced, advanced_fn, limit)
- *     -> (core, predicted) or None
+ * earley_make(kernel, predicts, nxt, lhs, nullable, T, shift, n_sym, advanced, advanced_fn, limit, start, done)
+ *     -> (core, predicted, waiting, by_terminal, terminals, accepting) or None
  *
  * The core grown from kernel: a nonterminal after a dot is predicted (and stepped over when
  * nullable), a completed item (lhs, origin o) adds the items of set o waiting for lhs, advanced
  * over it, once per (lhs, o): advanced[(o + 1) * n_sym + lhs], made by advanced_fn(o, lhs) and
  * stored there on a miss. core is the sorted tuple of item codes, predicted the frozenset of
- * nonterminals predicted (predicts included). None: more than limit items.
+ * nonterminals predicted (predicts included). None: more than limit items. nxt and lhs are
+ * bytes of int32 and nullable bytes (no buffer to acquire per call: a set is made per new
+ * parser state, often inside a mask). Then the core by the symbol after each item's dot:
+ * waiting[sym] the items before a nonterminal sym, advanced over it (tuples), by_terminal[t]
+ * the items before terminal t (tuples), keys in order of first appearance, terminals those t in
+ * that order, accepting whether an item completes `start` with origin code `done`
+ * ((initial set + 1) << shift).
  *
  * earley_predict(closures, nxt, lhs, T, shift, start) -> (items, waiting, by_terminal, terminals, accepts_start):
- * the same for a set's predicted part (see below).
- *
- * earley_split(core, nxt, lhs, T, shift, start, done) -> (waiting, by_terminal, terminals, accepting)
- *
- * The core by the symbol after each item's dot: waiting[sym] the items before a nonterminal sym,
- * advanced over it (tuples), by_terminal[t] the items before terminal t (tuples), terminals
- * those t in order of first appearance, accepting whether an item completes `start` with origin
- * code `done` ((initial set + 1) << shift).
+ * the same split for a set's predicted part (see below).
  *
  * The reference is earley.EarleyAutomaton's Python path; the tests run both.
  */
@@ -134,47 +133,36 @@ static inline int grow(I64Set *items, I64Vec *agenda, int64_t x) {
     return 0;
 }
 
-PyObject *native_earley_close(PyObject *self, PyObject *args) {
-    PyObject *o_kernel, *o_predicts, *o_nxt, *o_lhs, *o_null, *advanced, *advanced_fn;
-    long long T, shift, n_sym, limit;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOLLLO!OL", &o_kernel, &o_predicts, &o_nxt, &o_lhs, &o_null, &T, &shift, &n_sym,
-                          &PyDict_Type, &advanced, &advanced_fn, &limit))
-        return NULL;
-    Buf nxt = {0}, lhs = {0}, nul = {0};
+/* The closure of kernel (see earley_make): 0 with *core (sorted, malloc'd, *n of them) and *pred (a
+ * new frozenset), 1 past limit items, -1 with an error set. */
+static int close_items(PyObject *o_kernel, PyObject *o_predicts, const int32_t *NXT, const int32_t *LHS,
+                       const uint8_t *NUL, Py_ssize_t n_dotted, long long T, long long shift, long long n_sym,
+                       PyObject *advanced, PyObject *advanced_fn, long long limit,
+                       int64_t **core, size_t *n, PyObject **pred) {
     I64Set items = {0}, completed = {0}, predicted = {0};
     I64Vec agenda = {0};
-    PyObject *result = NULL, *kernel = NULL, *predicts = NULL, *core = NULL, *pred = NULL;
-    if (get_buf(o_nxt, &nxt, "nxt", 4, 0) || get_buf(o_lhs, &lhs, "lhs", 4, 0) || get_buf(o_null, &nul, "nullable", 1, 0))
-        goto done;
-    Py_ssize_t n_dotted = LEN(nxt, 4);
-    if (LEN(lhs, 4) != n_dotted || LEN(nul, 1) < n_sym || shift < 1 || shift > 40 || n_sym < T || T < 0 ||
-        ((long long)1 << shift) < n_dotted) {
-        PyErr_SetString(PyExc_ValueError, "earley_close: array sizes do not match");
-        goto done;
-    }
-    const int32_t *NXT = nxt.view.buf, *LHS = lhs.view.buf;
-    const uint8_t *NUL = nul.view.buf;
+    PyObject *kernel = NULL, *predicts = NULL, *out = NULL;
+    int rc = -1;
     const int64_t mask = ((int64_t)1 << shift) - 1;
-    kernel = PySequence_Fast(o_kernel, "earley_close: kernel must be a sequence");
+    kernel = PySequence_Fast(o_kernel, "earley_make: kernel must be a sequence");
     if (!kernel) goto done;
-    predicts = PySequence_Fast(o_predicts, "earley_close: predicts must be a sequence");
+    predicts = PySequence_Fast(o_predicts, "earley_make: predicts must be a sequence");
     if (!predicts) goto done;
     Py_ssize_t nk = PySequence_Fast_GET_SIZE(kernel);
-    if (iset_init(&items, (size_t)nk * 4 + 16) || iset_init(&completed, 64) || iset_init(&predicted, 64)) {
+    if (iset_init(&items, (size_t)nk * 4 + 16) || iset_init(&completed, 16) || iset_init(&predicted, 16)) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(predicts); i++) {
         long long p = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(predicts, i));
         if (p == -1 && PyErr_Occurred()) goto done;
-        if (p < 0) { PyErr_SetString(PyExc_ValueError, "earley_close: a negative symbol"); goto done; }
+        if (p < 0) { PyErr_SetString(PyExc_ValueError, "earley_make: a negative symbol"); goto done; }
         if (iset_add(&predicted, p) < 0) { PyErr_NoMemory(); goto done; }
     }
     for (Py_ssize_t i = 0; i < nk; i++) {
         long long it = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(kernel, i));
         if (it == -1 && PyErr_Occurred()) goto done;
-        if (it < 0 || (it & mask) >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_close: a bad item"); goto done; }
+        if (it < 0 || (it & mask) >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_make: a bad item"); goto done; }
         if (grow(&items, &agenda, it) < 0) { PyErr_NoMemory(); goto done; }
     }
     while (agenda.n) {
@@ -182,7 +170,7 @@ PyObject *native_earley_close(PyObject *self, PyObject *args) {
         int64_t dotted = it & mask;
         int64_t sym = NXT[dotted];
         if (sym >= T) {
-            if (sym >= n_sym) { PyErr_SetString(PyExc_ValueError, "earley_close: a symbol out of range"); goto done; }
+            if (sym >= n_sym) { PyErr_SetString(PyExc_ValueError, "earley_make: a symbol out of range"); goto done; }
             if (iset_add(&predicted, sym) < 0) { PyErr_NoMemory(); goto done; }
             if (NUL[sym] && grow(&items, &agenda, it + 1) < 0) { PyErr_NoMemory(); goto done; }   /* dotted + 1: this rule's next position */
         } else if (sym < 0) {
@@ -210,7 +198,7 @@ PyObject *native_earley_close(PyObject *self, PyObject *args) {
                 }
             }
             Py_DECREF(key);
-            PyObject *seq = PySequence_Fast(moved, "earley_close: advanced items must be a sequence");
+            PyObject *seq = PySequence_Fast(moved, "earley_make: advanced items must be a sequence");
             Py_DECREF(moved);
             if (!seq) goto done;
             for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
@@ -218,103 +206,118 @@ PyObject *native_earley_close(PyObject *self, PyObject *args) {
                 if ((it2 == -1 && PyErr_Occurred())) { Py_DECREF(seq); goto done; }
                 if (it2 < 0 || (it2 & mask) >= n_dotted) {
                     Py_DECREF(seq);
-                    PyErr_SetString(PyExc_ValueError, "earley_close: a bad advanced item");
+                    PyErr_SetString(PyExc_ValueError, "earley_make: a bad advanced item");
                     goto done;
                 }
                 if (grow(&items, &agenda, it2) < 0) { Py_DECREF(seq); PyErr_NoMemory(); goto done; }
             }
             Py_DECREF(seq);
-            if ((long long)items.n > limit) { result = Py_None; Py_INCREF(result); goto done; }
+            if ((long long)items.n > limit) { rc = 1; goto done; }
         }
     }
-    /* the core, sorted */
-    int64_t *all = iset_sorted(&items);
-    if (!all) goto done;
-    core = int_tuple(all, items.n);
-    free(all);
-    if (!core) goto done;
-    pred = PyFrozenSet_New(NULL);
-    if (!pred) goto done;
+    out = PyFrozenSet_New(NULL);
+    if (!out) goto done;
     for (size_t i = 0; i < predicted.cap; i++) {
         if (predicted.slot[i] < 0) continue;
         PyObject *v = PyLong_FromLongLong(predicted.slot[i]);
-        if (!v || PySet_Add(pred, v) < 0) { Py_XDECREF(v); goto done; }
+        if (!v || PySet_Add(out, v) < 0) { Py_XDECREF(v); goto done; }
         Py_DECREF(v);
     }
-    result = PyTuple_Pack(2, core, pred);
+    *core = iset_sorted(&items);
+    if (!*core) goto done;
+    *n = items.n;
+    *pred = out;
+    out = NULL;
+    rc = 0;
 done:
-    Py_XDECREF(core);
-    Py_XDECREF(pred);
+    Py_XDECREF(out);
     Py_XDECREF(kernel);
     Py_XDECREF(predicts);
     free(items.slot); free(completed.slot); free(predicted.slot); free(agenda.v);
-    release(&nxt); release(&lhs); release(&nul);
-    return result;
+    return rc;
 }
 
-/* append v to the list under key sym in d (made if missing); -1 on error */
-static int dict_append(PyObject *d, int64_t sym, int64_t v) {
-    PyObject *key = PyLong_FromLongLong(sym);
-    if (!key) return -1;
-    PyObject *lst = PyDict_GetItemWithError(d, key);
-    if (!lst) {
-        if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
-        lst = PyList_New(0);
-        if (!lst || PyDict_SetItem(d, key, lst) < 0) { Py_XDECREF(lst); Py_DECREF(key); return -1; }
-        Py_DECREF(lst);   /* the dict holds it */
+typedef struct {
+    int64_t sym, idx, v;
+} Pair;      /* an item's value v under symbol sym; idx its position in the set */
+
+static int cmp_pair(const void *a, const void *b) {
+    const Pair *x = a, *y = b;
+    if (x->sym != y->sym) return (x->sym > y->sym) - (x->sym < y->sym);
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int cmp_first(const void *a, const void *b) {     /* runs (first idx, start, length, sym) by first idx */
+    int64_t x = ((const int64_t *)a)[0], y = ((const int64_t *)b)[0];
+    return (x > y) - (x < y);
+}
+
+/* a new dict {sym: tuple of v} of pairs p[0..n), keys in order of first appearance (tuples untracked,
+ * so the dict is never tracked either), and, with terms, each key appended to it in that order */
+static PyObject *group_pairs(Pair *p, size_t n, PyObject *terms) {
+    PyObject *d = PyDict_New();
+    int64_t *runs = NULL;
+    int64_t *vals = NULL;
+    if (!d) return NULL;
+    if (!n) return d;
+    qsort(p, n, sizeof(Pair), cmp_pair);
+    runs = malloc(n * 4 * sizeof(int64_t));
+    vals = malloc(n * sizeof(int64_t));
+    if (!runs || !vals) { PyErr_NoMemory(); goto fail; }
+    size_t nr = 0;
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = p[i].v;
+        if (i == 0 || p[i].sym != p[i - 1].sym) {
+            runs[4 * nr] = p[i].idx; runs[4 * nr + 1] = (int64_t)i; runs[4 * nr + 2] = 0; runs[4 * nr + 3] = p[i].sym;
+            nr++;
+        }
+        runs[4 * (nr - 1) + 2]++;
     }
-    Py_DECREF(key);
-    PyObject *x = PyLong_FromLongLong(v);
-    if (!x) return -1;
-    int r = PyList_Append(lst, x);
-    Py_DECREF(x);
-    return r;
-}
-
-/* a new dict of d's keys, each list value made an untracked tuple of ints (so the dict is
- * never tracked either); NULL on error */
-static PyObject *as_tuples(PyObject *d) {
-    PyObject *out = PyDict_New(), *key, *value;
-    Py_ssize_t pos = 0;
-    if (!out) return NULL;
-    while (PyDict_Next(d, &pos, &key, &value)) {
-        PyObject *t = PyList_AsTuple(value);
-        if (!t) { Py_DECREF(out); return NULL; }
-        untrack_int_tuple(t);
-        int r = PyDict_SetItem(out, key, t);
-        Py_DECREF(t);
-        if (r < 0) { Py_DECREF(out); return NULL; }
+    qsort(runs, nr, 4 * sizeof(int64_t), cmp_first);
+    for (size_t r = 0; r < nr; r++) {
+        PyObject *key = PyLong_FromLongLong(runs[4 * r + 3]);
+        PyObject *t = key ? int_tuple(vals + runs[4 * r + 1], (size_t)runs[4 * r + 2]) : NULL;
+        int bad = !t || PyDict_SetItem(d, key, t) < 0 || (terms && PyList_Append(terms, key) < 0);
+        Py_XDECREF(key);
+        Py_XDECREF(t);
+        if (bad) goto fail;
     }
-    return out;
+    free(runs); free(vals);
+    return d;
+fail:
+    free(runs); free(vals);
+    Py_DECREF(d);
+    return NULL;
 }
 
-/* (waiting, by_terminal, terminals, accepting) of the items its[0..n) (see earley_split) */
+/* (waiting, by_terminal, terminals, accepting) of the items its[0..n) (see earley_make) */
 static PyObject *split_items(const int64_t *its, Py_ssize_t n, const int32_t *NXT, const int32_t *LHS, Py_ssize_t n_dotted,
                              long long T, int64_t mask, long long start, long long done_code) {
-    PyObject *waiting = PyDict_New(), *by_terminal = PyDict_New(), *terms = PyList_New(0), *result = NULL;
-    if (!waiting || !by_terminal || !terms) goto done;
+    PyObject *waiting = NULL, *by_terminal = NULL, *terms = PyList_New(0), *result = NULL;
+    Pair *w = malloc((n ? n : 1) * sizeof(Pair)), *b = malloc((n ? n : 1) * sizeof(Pair));
+    size_t nw = 0, nb = 0;
     int accepting = 0;
+    if (!terms) goto done;
+    if (!w || !b) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t it = its[i];
-        if (it < 0 || (it & mask) >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_split: a bad item"); goto done; }
+        if (it < 0 || (it & mask) >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_make: a bad item"); goto done; }
         int64_t sym = NXT[it & mask];
         if (sym >= T) {
-            if (dict_append(waiting, sym, it + 1) < 0) goto done;
+            w[nw].sym = sym; w[nw].idx = i; w[nw].v = it + 1; nw++;
         } else if (sym >= 0) {
-            PyObject *key = PyLong_FromLongLong(sym);
-            if (!key) goto done;
-            int had = PyDict_Contains(by_terminal, key);
-            if (had < 0 || (!had && PyList_Append(terms, key) < 0)) { Py_DECREF(key); goto done; }
-            Py_DECREF(key);
-            if (dict_append(by_terminal, sym, it) < 0) goto done;
+            b[nb].sym = sym; b[nb].idx = i; b[nb].v = it; nb++;
         } else if (LHS[it & mask] == start && (it & ~mask) == done_code) {
             accepting = 1;
         }
     }
-    PyObject *w = as_tuples(waiting), *b = w ? as_tuples(by_terminal) : NULL;
-    if (!b) { Py_XDECREF(w); goto done; }
-    result = Py_BuildValue("(NNON)", w, b, terms, PyBool_FromLong(accepting));
+    waiting = group_pairs(w, nw, NULL);
+    if (!waiting) goto done;
+    by_terminal = group_pairs(b, nb, terms);
+    if (!by_terminal) goto done;
+    result = Py_BuildValue("(OOOO)", waiting, by_terminal, terms, accepting ? Py_True : Py_False);
 done:
+    free(w); free(b);
     Py_XDECREF(waiting);
     Py_XDECREF(by_terminal);
     Py_XDECREF(terms);
@@ -333,28 +336,61 @@ static int dotted_arrays(PyObject *o_nxt, PyObject *o_lhs, Buf *nxt, Buf *lhs, l
     return 0;
 }
 
-PyObject *native_earley_split(PyObject *self, PyObject *args) {
-    PyObject *o_core, *o_nxt, *o_lhs;
-    long long T, shift, start, done_code;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O!OOLLLL", &PyTuple_Type, &o_core, &o_nxt, &o_lhs, &T, &shift, &start, &done_code))
+/* the int32 array held by a bytes object (at least min_len items); NULL with an error set */
+static const int32_t *i32_bytes(PyObject *o, Py_ssize_t *len, const char *name) {
+    if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) % 4) {
+        PyErr_Format(PyExc_TypeError, "earley_make: %s must be bytes of int32", name);
         return NULL;
-    Buf nxt = {0}, lhs = {0};
-    PyObject *result = NULL;
-    int64_t *its = NULL;
-    Py_ssize_t n_dotted;
-    if (dotted_arrays(o_nxt, o_lhs, &nxt, &lhs, shift, "earley_split", &n_dotted)) goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(o_core);
-    its = malloc((n ? n : 1) * sizeof(int64_t));
-    if (!its) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        its[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(o_core, i));
-        if (its[i] == -1 && PyErr_Occurred()) goto done;
     }
-    result = split_items(its, n, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, done_code);
+    *len = PyBytes_GET_SIZE(o) / 4;
+    return (const int32_t *)PyBytes_AS_STRING(o);
+}
+
+PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "earley_make takes 13 arguments");
+        return NULL;
+    }
+    long long v[6];   /* T, shift, n_sym, limit, start, done */
+    const int iv[6] = {5, 6, 7, 10, 11, 12};
+    for (int i = 0; i < 6; i++) {
+        v[i] = PyLong_AsLongLong(args[iv[i]]);
+        if (v[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    long long T = v[0], shift = v[1], n_sym = v[2], limit = v[3], start = v[4], done_code = v[5];
+    Py_ssize_t n_dotted, n_lhs;
+    const int32_t *NXT = i32_bytes(args[2], &n_dotted, "nxt");
+    const int32_t *LHS = NXT ? i32_bytes(args[3], &n_lhs, "lhs") : NULL;
+    if (!LHS) return NULL;
+    if (!PyBytes_Check(args[4]) || !PyDict_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "earley_make: nullable must be bytes, advanced a dict");
+        return NULL;
+    }
+    const uint8_t *NUL = (const uint8_t *)PyBytes_AS_STRING(args[4]);
+    if (n_lhs != n_dotted || PyBytes_GET_SIZE(args[4]) < n_sym || shift < 1 || shift > 40 || n_sym < T || T < 0 ||
+        ((long long)1 << shift) < n_dotted) {
+        PyErr_SetString(PyExc_ValueError, "earley_make: array sizes do not match");
+        return NULL;
+    }
+    int64_t *core = NULL;
+    size_t n = 0;
+    PyObject *pred = NULL, *core_t = NULL, *split = NULL, *result = NULL;
+    int rc = close_items(args[0], args[1], NXT, LHS, NUL, n_dotted, T, shift, n_sym, args[8], args[9], limit,
+                         &core, &n, &pred);
+    if (rc < 0) return NULL;
+    if (rc > 0) Py_RETURN_NONE;
+    core_t = int_tuple(core, n);
+    if (!core_t) goto done;
+    split = split_items(core, (Py_ssize_t)n, NXT, LHS, n_dotted, T, ((int64_t)1 << shift) - 1, start, done_code);
+    if (!split) goto done;
+    result = PyTuple_Pack(6, core_t, pred, PyTuple_GET_ITEM(split, 0), PyTuple_GET_ITEM(split, 1),
+                          PyTuple_GET_ITEM(split, 2), PyTuple_GET_ITEM(split, 3));
 done:
-    free(its);
-    release(&nxt); release(&lhs);
+    free(core);
+    Py_XDECREF(pred);
+    Py_XDECREF(core_t);
+    Py_XDECREF(split);
     return result;
 }
 
@@ -362,7 +398,7 @@ done:
  *
  * The predicted part of a set from the closures (iterables of item codes with origin -1, that is
  * dotted rules) of its predicted nonterminals: their union as a sorted tuple, split as by
- * earley_split, and whether an item completes `start` (an empty derivation of the start symbol). */
+ * earley_make, and whether an item completes `start` (an empty derivation of the start symbol). */
 PyObject *native_earley_predict(PyObject *self, PyObject *args) {
     PyObject *o_closures, *o_nxt, *o_lhs;
     long long T, shift, start;

@@ -203,14 +203,17 @@ class EarleyAutomaton:
             lhs_of.extend([lhs] * (len(rhs) + 1))
         self._next = nxt
         self._lhs = lhs_of
-        self._next_np = np.array(nxt, dtype=np.int32)    # the same, for the compiled closure
+        self._next_np = np.array(nxt, dtype=np.int32)    # the same, for the compiled prediction
         self._lhs_np = np.array(lhs_of, dtype=np.int32)
         self.shift = max(len(nxt), 1).bit_length()
         self._mask = (1 << self.shift) - 1
         n_sym = len(cfg.names)
         self._nullable = [s in cfg.nullable for s in range(max(n_sym, T))]
         self._n_sym = max(n_sym, T)
-        self._nullable_np = np.array(self._nullable, dtype=np.uint8)
+        # the same as bytes, for the compiled earley_make (no buffer to acquire per set)
+        self._next_b = self._next_np.tobytes()
+        self._lhs_b = self._lhs_np.tobytes()
+        self._nullable_b = bytes(self._nullable)
         self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
@@ -314,12 +317,14 @@ class EarleyAutomaton:
         T, nxt, lhs_of = cfg.n_terms, self._next, self._lhs
         shift, mask = self.shift, self._mask
         compiled = native.module()
-        if compiled is not None:
-            got = compiled.earley_close(kernel, tuple(predicts), self._next_np, self._lhs_np, self._nullable_np, T,
-                                        shift, self._n_sym, self._advances, self._advanced, self.max_items)
+        done = (self.initial + 1) << shift
+        if compiled is not None:   # the closure and the split in one call
+            got = compiled.earley_make(kernel, tuple(predicts), self._next_b, self._lhs_b, self._nullable_b, T,
+                                       shift, self._n_sym, self._advances, self._advanced, self.max_items,
+                                       cfg.start, done)
             if got is None:
                 raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
-            key, predicted = got
+            key, predicted, waiting, by_terminal, terms, acc = got
         else:
             key, predicted = self._close(kernel, predicts)
         if self.fuel is not None:
@@ -340,10 +345,7 @@ class EarleyAutomaton:
         self.nbytes += size
         expected = pred.expected
         accepting = initial and pred.accepts_start
-        done = (self.initial + 1) << shift
         if compiled is not None:
-            waiting, by_terminal, terms, acc = compiled.earley_split(key, self._next_np, self._lhs_np, T, shift,
-                                                                     cfg.start, done)
             for t in terms:
                 expected |= 1 << t
             accepting = accepting or acc
@@ -373,7 +375,7 @@ class EarleyAutomaton:
 
     def _close(self, kernel: list[int], predicts) -> tuple[tuple[int, ...], frozenset[int]]:
         """The core grown from ``kernel`` (sorted item codes) and the nonterminals it predicts
-        (``predicts`` included): the reference of the compiled ``earley_close``."""
+        (``predicts`` included): the reference of the compiled ``earley_make``'s closure."""
         T, nxt, lhs_of, nullable = self.cfg.n_terms, self._next, self._lhs, self._nullable
         shift, n_sym, mask = self.shift, self._n_sym, self._mask
         items = set(kernel)
