@@ -480,9 +480,49 @@ def test_int_key_matches_the_reference(values, kind):
         native.module().int_key(3)
 
 
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.floats(0.0, 3.0), st.floats(0.5, 1.0))
+def test_eps_closure_matches_a_graph_search(n, seed, fanout, live_share):
+    """``eps_closure`` against a breadth-first search written here, on random epsilon graphs
+    (cycles, self-loops, dead states cut out of the closure), from random seed lists."""
+    import gc
+
+    rng = np.random.default_rng(seed)
+    eps = [sorted(set(rng.integers(0, n, size=rng.poisson(fanout)).tolist())) for _ in range(n)]
+    live = bytearray(int(rng.random() < live_share) for _ in range(n))
+    off = np.zeros(n + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(e) for e in eps])
+    dst = np.array([t for e in eps for t in e], dtype=np.int64)
+    c = native.module()
+    ran = 0
+    for _ in range(5):
+        seeds = rng.integers(0, n, size=rng.integers(0, 4)).tolist()
+        want, todo = set(), [x for x in seeds if live[x]]
+        while todo:
+            x = todo.pop(0)
+            if x not in want:
+                want.add(x)
+                todo.extend(t for t in eps[x] if live[t])
+        got = c.eps_closure(off, dst, live, seeds)
+        assert got == tuple(sorted(want)) and not gc.is_tracked(got)
+        ran += 1
+    assert ran == 5
+    with pytest.raises(ValueError):
+        c.eps_closure(off, dst, live, [n])                  # a seed out of range
+    with pytest.raises(ValueError):
+        c.eps_closure(off, dst, live[:-1] if n > 1 else bytearray(2), [0])   # live of another length
+    if dst.size:
+        bad = dst.copy()
+        bad[0] = n
+        with pytest.raises(ValueError):
+            c.eps_closure(off, bad, bytearray([1]) * n, list(range(n)))    # a target out of range
+    with pytest.raises(TypeError):
+        c.eps_closure(off.astype(np.int32), dst, live, [0])
+
+
 def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch):
     """A lazily built lexer's per-state containers (NFA sets by state, their index, the sweep's
-    target cache, the epsilon closures) hold only untracked tuples and ints on the compiled path,
+    target cache) hold only untracked tuples and ints on the compiled path,
     so a full collection never walks them; the alive bitsets are one int object per value."""
     import gc
 
@@ -496,9 +536,10 @@ def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch
             g.dfa.compute_row(q)
     dfa = g.dfa
     assert dfa.n_states >= 100
-    for name in ("_states", "_index", "_target_cache", "_eps_closure"):
+    for name in ("_states", "_index", "_target_cache"):
         d = getattr(dfa, name)
         assert len(d) >= 10 and not gc.is_tracked(d), name
+    assert not dfa._eps_closure, "closures come from the compiled eps_closure, not the Python memo"
     assert not any(gc.is_tracked(t) for t in dfa._states.values())
     assert len({id(a) for a in dfa.alive}) == len(set(dfa.alive))
 
@@ -506,42 +547,89 @@ def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch
 @pytest.mark.parametrize("which", ["schema1", "schema3", "python"])
 def test_pick_groups_matches_the_python_loop(smollm2, which):
     """The compiled choice of groups against ``CompiledGrammar._pick_groups`` at every state of
-    random walks: the same groups in the same order and the same memo bytes, from empty picks
-    memos and again from the filled ones (no bytes added); the python grammar's post-lexer has
-    no readable scan memo (None: every scan is a call)."""
+    random walks, each on its own copy of the grammar: the same groups in the same order, the
+    same memo bytes and the same scan memo (on the first walk both scan memos are emptied at
+    every state: scans it answers itself, a lexeme whose terminals the set does not expect, are
+    noted -1 as ``scan`` notes them, and it calls ``scan`` less), from empty picks memos and
+    again from the filled ones (no bytes added); the python grammar's post-lexer has no readable
+    scan memo (None: every scan is a call)."""
     from guidewire.grammar.compiled import PICK_BYTES
     c = native.module()
+
+    def build():
+        return (compile_lark(builtin_grammar("python"), smollm2) if which == "python"
+                else compile_json_schema(SCHEMAS[int(which[-1])], smollm2))
+
     with _path(True):
-        g = (compile_lark(builtin_grammar("python"), smollm2) if which == "python"
-             else compile_json_schema(SCHEMAS[int(which[-1])], smollm2))
+        g, ref_g = build(), build()
     assert (g.earley.scan_memo is None) == (which == "python")
+    calls = {"c": 0, "ref": 0}
+    called: set = set()     # the (set, lexeme) scans the compiled loop called
+    answered = 0            # dead scans it noted itself
+
+    def counted(grammar, name):
+        inner = grammar._scan
+
+        def scan(s, e):
+            calls[name] += 1
+            if name == "c":
+                called.add((s, e))
+            return inner(s, e)
+        return scan
+
+    def pick(grammar, parts, s, name):
+        return c.pick_groups(parts, s, grammar._x(s), grammar.earley.expected, grammar.dfa.ignored_bits,
+                             grammar.dfa.term_set_ignored, grammar.earley.scan_memo, grammar.earley.term_bits,
+                             counted(grammar, name), PICK_BYTES)
+
     checked = chosen = 0
     for walk in range(3):
         rng = random.Random(walk)
-        m = g.matcher()
+        m, ref_m = g.matcher(), ref_g.matcher()
         for _ in range(30):
             s, q = m.state
+            assert ref_m.state == (s, q)
             with _path(True):
-                entry = g._table_entry(q)
-            fresh = [[lexemes, list(members), {}] for lexemes, members, _ in g._lexeme_parts(entry)]
-            mine = [[lx, mem, {}] for lx, mem, _ in fresh]
-            got = c.pick_groups(mine, s, g._x(s), g.earley.expected, g.dfa.ignored_bits, g.dfa.term_set_ignored,
-                                g.earley.scan_memo, g._scan, PICK_BYTES)
-            ref = g._pick_groups(fresh, s)
+                entry, ref_entry = g._table_entry(q), ref_g._table_entry(q)
+            mine = [[lx, list(mem), {}] for lx, mem, _ in g._lexeme_parts(entry)]
+            fresh = [[lx, list(mem), {}] for lx, mem, _ in ref_g._lexeme_parts(ref_entry)]
+            if g.earley.scan_memo is not None and walk == 0:   # a memo only: forgetting it changes no answer
+                g.earley.scan_memo.clear()
+                ref_g.earley.scan_memo.clear()
+            called.clear()
+            got = pick(g, mine, s, "c")
+            if g.earley.scan_memo is not None and walk == 0:
+                answered += sum(1 for key, v in g.earley.scan_memo.items()
+                                if v == -1 and ((key - 2**32) >> 33, (key - 2**32) & (2**33 - 1)) not in called)
+            ref_scan = ref_g._scan
+            ref_g._scan = counted(ref_g, "ref")
+            try:
+                ref = ref_g._pick_groups(fresh, s)
+            finally:
+                ref_g._scan = ref_scan
             assert got == ref
             assert [p[2] for p in mine] == [p[2] for p in fresh]
-            again = c.pick_groups(mine, s, g._x(s), g.earley.expected, g.dfa.ignored_bits, g.dfa.term_set_ignored,
-                                  g.earley.scan_memo, g._scan, PICK_BYTES)
+            assert g.earley.scan_memo == ref_g.earley.scan_memo
+            again = pick(g, mine, s, "c")
             assert again == (ref[0], 0)
             checked += 1
             chosen += len(ref[0])
-            allowed = [t for t in np.flatnonzero(bitmask_to_bool(m.current_mask(), smollm2.vocab_size)).tolist()
+            row = m.current_mask()
+            assert np.array_equal(row, ref_m.current_mask())    # the memos stay alike
+            allowed = [t for t in np.flatnonzero(bitmask_to_bool(row, smollm2.vocab_size)).tolist()
                        if t not in smollm2.eos_ids]
             if not allowed:
                 break
-            assert m.advance(rng.choice(allowed))
+            tok = rng.choice(allowed)
+            assert m.advance(tok) and ref_m.advance(tok)
     assert checked >= 30 and chosen >= 30
+    if which == "python":
+        assert calls["c"] >= calls["ref"] > 0      # no memo to read: every scan is a call
+    else:   # the reference calls scan for every lexeme; the compiled loop not for those it answers
+        assert 0 < calls["c"] < calls["ref"] and answered > 0, (calls, answered)
     with pytest.raises(TypeError):
-        c.pick_groups([["x", [], {}]], 0, 0, [0], 0, [False], None, g._scan, PICK_BYTES)
+        c.pick_groups([["x", [], {}]], 0, 0, [0], 0, [False], None, None, g._scan, PICK_BYTES)
     with pytest.raises(TypeError):
-        c.pick_groups([], 0, 0, [0], 0, [False], [], g._scan, PICK_BYTES)
+        c.pick_groups([], 0, 0, [0], 0, [False], [], None, g._scan, PICK_BYTES)
+    with pytest.raises(TypeError):
+        c.pick_groups([], 0, 0, [0], 0, [False], {}, [], g._scan, PICK_BYTES)

@@ -21,6 +21,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args);
 PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_pick_groups(PyObject *self, PyObject *args);
 PyObject *native_earley_predict(PyObject *self, PyObject *args);
+PyObject *native_eps_closure(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
@@ -1275,6 +1276,7 @@ static PyMethodDef methods[] = {
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
+    {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
     {"int_key", native_int_key, METH_O, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},

@@ -1,7 +1,7 @@
 /* The groups a mask chooses from a token table's lexeme parts (see compiled.CompiledGrammar):
  * the loop of _compute_mask over the parts, in C. Its reference is the Python loop it replaces.
  *
- * pick_groups(parts, s, base, expected, ign, ignored, memo, scan) -> (sel, added)
+ * pick_groups(parts, s, base, expected, ign, ignored, memo, term_bits, scan, pick_bytes) -> (sel, added)
  *
  * parts: [lexemes, members, picks] lists (CompiledGrammar._lexeme_parts): the lexer terminal-set
  *        ids a group's tokens complete, its (alive bits, group index) pairs, and a memo from the
@@ -10,7 +10,9 @@
  * expected: per Earley set the terminals it expects (ints); ign: the ignored terminals' bits.
  * ignored: per terminal-set id, whether its lexeme is ignored (the set stays as it is).
  * memo:  the automaton's scan memo, {(set << 33) + key + 2**32: set after, or -1}
- *        (EarleyAutomaton.scan_memo), or None; a miss calls scan(set, key), which fills it.
+ *        (EarleyAutomaton.scan_memo), or None; a miss calls scan(set, key), which fills it,
+ *        unless term_bits (EarleyAutomaton.term_bits: lexeme key -> its terminals' bits, or
+ *        None) shows the set expects none of the lexeme's terminals: then -1 is noted here.
  * sel:   the chosen group indexes of every part whose lexemes the parser can read, in part
  *        order; added: the bytes the new picks memo entries hold (pick_bytes + 8 per group).
  */
@@ -18,8 +20,11 @@
 
 static const long long KEY_SHIFT = (long long)1 << 32;
 
-/* the Earley set after reading lexeme e from set cur (-1: none); -2 on error */
-static long long scan_one(long long cur, long long e, PyObject *ignored, PyObject *memo, PyObject *scan) {
+/* the Earley set after reading lexeme e from set cur (-1: none); -2 on error. A memo miss whose
+ * lexeme's terminals (term_bits[e], where the automaton has noted them) meet none that set cur
+ * expects is answered here, as the automaton's scan answers it: -1, noted in the memo. */
+static long long scan_one(long long cur, long long e, PyObject *ignored, PyObject *memo, PyObject *scan,
+                          PyObject *expected, PyObject *term_bits) {
     if (e < 0 || e >= PyList_GET_SIZE(ignored)) {
         PyErr_SetString(PyExc_IndexError, "pick_groups: a lexeme id out of range");
         return -2;
@@ -36,6 +41,26 @@ static long long scan_one(long long cur, long long e, PyObject *ignored, PyObjec
         PyObject *key = PyLong_FromLongLong((cur << 33) + e + KEY_SHIFT);
         if (!key) return -2;
         got = PyDict_GetItemWithError(memo, key);   /* borrowed */
+        if (!got && !PyErr_Occurred() && term_bits != Py_None && cur < PyList_GET_SIZE(expected)) {
+            PyObject *ek = PyLong_FromLongLong(e), *bits = NULL;
+            if (ek) {
+                bits = PyDict_GetItemWithError(term_bits, ek);   /* borrowed */
+                Py_DECREF(ek);
+            }
+            if (bits) {
+                PyObject *meet = PyNumber_And(PyList_GET_ITEM(expected, cur), bits);
+                int hit = meet ? PyObject_IsTrue(meet) : -1;
+                Py_XDECREF(meet);
+                if (hit == 0) {
+                    PyObject *none = PyLong_FromLong(-1);
+                    int r = none ? PyDict_SetItem(memo, key, none) : -1;
+                    Py_XDECREF(none);
+                    Py_DECREF(key);
+                    return r < 0 ? -2 : -1;
+                }
+                if (hit < 0) { Py_DECREF(key); return -2; }
+            }
+        }
         Py_DECREF(key);
     }
     if (got) Py_INCREF(got);
@@ -72,7 +97,8 @@ done:
 
 /* add part's chosen groups to sel (see pick_groups); 0, or -1 with an error set */
 static int pick_part(PyObject *part, long long s, PyObject *base, PyObject *expected, PyObject *ign, PyObject *ignored,
-                     PyObject *memo, PyObject *scan, long long pick_bytes, PyObject *sel, long long *added) {
+                     PyObject *memo, PyObject *term_bits, PyObject *scan, long long pick_bytes, PyObject *sel,
+                     long long *added) {
     if (!PyList_Check(part) || PyList_GET_SIZE(part) != 3 || !PyTuple_Check(PyList_GET_ITEM(part, 0)) ||
         !PyList_Check(PyList_GET_ITEM(part, 1)) || !PyDict_Check(PyList_GET_ITEM(part, 2))) {
         PyErr_SetString(PyExc_TypeError, "pick_groups: a part is not [lexemes, members, picks]");
@@ -85,7 +111,7 @@ static int pick_part(PyObject *part, long long s, PyObject *base, PyObject *expe
         for (Py_ssize_t i = 0; i < n_lex && cur >= 0; i++) {
             long long e = PyLong_AsLongLong(PyTuple_GET_ITEM(lexemes, i));
             if (e == -1 && PyErr_Occurred()) return -1;
-            cur = scan_one(cur, e, ignored, memo, scan);
+            cur = scan_one(cur, e, ignored, memo, scan, expected, term_bits);
             if (cur == -2) return -1;
         }
         if (cur < 0) return 0;
@@ -123,14 +149,14 @@ static int pick_part(PyObject *part, long long s, PyObject *base, PyObject *expe
 }
 
 PyObject *native_pick_groups(PyObject *self, PyObject *args) {
-    PyObject *parts, *base, *expected, *ign, *ignored, *memo, *scan;
+    PyObject *parts, *base, *expected, *ign, *ignored, *memo, *term_bits, *scan;
     long long s, pick_bytes;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!LOO!OO!OOL", &PyList_Type, &parts, &s, &base, &PyList_Type, &expected, &ign,
-                          &PyList_Type, &ignored, &memo, &scan, &pick_bytes))
+    if (!PyArg_ParseTuple(args, "O!LOO!OO!OOOL", &PyList_Type, &parts, &s, &base, &PyList_Type, &expected, &ign,
+                          &PyList_Type, &ignored, &memo, &term_bits, &scan, &pick_bytes))
         return NULL;
-    if (memo != Py_None && !PyDict_CheckExact(memo)) {
-        PyErr_SetString(PyExc_TypeError, "pick_groups: the scan memo must be a dict or None");
+    if ((memo != Py_None && !PyDict_CheckExact(memo)) || (term_bits != Py_None && !PyDict_CheckExact(term_bits))) {
+        PyErr_SetString(PyExc_TypeError, "pick_groups: the scan memo and the terminal bits must be dicts or None");
         return NULL;
     }
     PyObject *sel = PyList_New(0), *result = NULL;
@@ -139,7 +165,7 @@ PyObject *native_pick_groups(PyObject *self, PyObject *args) {
     for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
         PyObject *part = PyList_GET_ITEM(parts, p);   /* held: scan runs Python code */
         Py_INCREF(part);
-        int ok = pick_part(part, s, base, expected, ign, ignored, memo, scan, pick_bytes, sel, &added);
+        int ok = pick_part(part, s, base, expected, ign, ignored, memo, term_bits, scan, pick_bytes, sel, &added);
         Py_DECREF(part);
         if (ok < 0) goto done;
     }

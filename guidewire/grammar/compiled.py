@@ -463,6 +463,7 @@ class CompiledGrammar:
         if compiled is not None and len(parts) > FEW_PARTS:   # the loop, in C (scan memo misses call _scan)
             sel, added = compiled.pick_groups(parts, s, self._x(s), self.earley.expected,
                                               self.dfa.ignored_bits, self.dfa.term_set_ignored, self.earley.scan_memo,
+                                              self.earley.term_bits,
                                               self._scan, PICK_BYTES)
         else:
             sel, added = self._pick_groups(parts, s)

@@ -226,6 +226,9 @@ class EarleyAutomaton:
         #: the scans made so far (``_scan``), for the compiled ``pick_groups`` to read in place
         self.scan_memo = self._scan
         self._term_bits: dict[int, int] = {}                        # scan key -> its terminals' bitset
+        #: the same, for the compiled ``pick_groups`` (a memo miss whose terminals the set does not
+        #: expect is answered there, -1, without calling ``scan``)
+        self.term_bits = self._term_bits
         self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
         self._closure: dict[int, frozenset[int]] = {}              # nonterminal -> predicted items

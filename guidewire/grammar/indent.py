@@ -239,6 +239,7 @@ class IndentAutomaton:
 
     #: no memo the compiled ``pick_groups`` can read (keys are pairs): it calls :meth:`scan`
     scan_memo = None
+    term_bits = None
 
     def scan(self, sid: int, terms: tuple[int, ...], key: int) -> int:
         """The state after a lexeme whose readings are ``terms`` (lexer set id ``key``); -1 if refused."""

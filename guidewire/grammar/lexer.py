@@ -117,8 +117,12 @@ class ByteDFA:
         self._intern(self._closure([t.start for t in terminals]))
 
     # -- state construction ---------------------------------------------------------------
-    def _closure(self, seeds) -> frozenset[int]:
-        """The live NFA states reachable from ``seeds`` by epsilon moves (a union of memoised per-state closures)."""
+    def _closure(self, seeds) -> frozenset[int] | tuple[int, ...]:
+        """The live NFA states reachable from ``seeds`` by epsilon moves: a sorted tuple from the
+        compiled ``eps_closure``, else a union of memoised per-state closures (the reference)."""
+        compiled = native.module()
+        if compiled is not None:
+            return compiled.eps_closure(*self._eps_np(), self.live, seeds)
         memo = self._eps_closure
         parts = []
         for s in seeds:
