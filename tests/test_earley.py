@@ -287,11 +287,13 @@ def test_compiled_closure_refuses_bad_input():
         make([1 | (1 << 2)], advanced_fn=lambda o, lhs_: (7,))
     with pytest.raises(ZeroDivisionError):     # the callback's own error comes through
         make([1 | (1 << 2)], advanced_fn=lambda o, lhs_: 1 / 0)
-    assert mod.earley_predict([frozenset({0}), (1, 0)], nxt, lhs, 1, 2, 1) == ((0, 1), {}, {0: (0,)}, [0], True)
+    assert mod.earley_predict([frozenset({0}), (1, 0)], nb, lb, 1, 2, 1) == ((0, 1), {}, {0: (0,)}, [0], True)
     with pytest.raises(ValueError):
-        mod.earley_predict([frozenset({2})], nxt, lhs, 1, 2, 1)     # dotted rule 2 of 2
+        mod.earley_predict([frozenset({2})], nb, lb, 1, 2, 1)     # dotted rule 2 of 2
     with pytest.raises(TypeError):
-        mod.earley_predict([None], nxt, lhs, 1, 2, 1)
+        mod.earley_predict([None], nb, lb, 1, 2, 1)
+    with pytest.raises(TypeError):
+        mod.earley_predict([], nxt, lhs, 1, 2, 1)                 # arrays, not bytes
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled module is not built")

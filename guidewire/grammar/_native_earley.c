@@ -13,8 +13,8 @@
  * over it, once per (lhs, o): advanced[(o + 1) * n_sym + lhs], made by advanced_fn(o, lhs) and
  * stored there on a miss. core is the sorted tuple of item codes, predicted the frozenset of
  * nonterminals predicted (predicts included). None: more than limit items. nxt and lhs are
- * bytes of int32 and nullable bytes (no buffer to acquire per call: a set is made per new
- * parser state, often inside a mask). Then the core by the symbol after each item's dot:
+ * bytes of int32 (here and in earley_predict) and nullable bytes (no buffer to acquire per call:
+ * a set is made per new parser state, often inside a mask). Then the core by the symbol after each item's dot:
  * waiting[sym] the items before a nonterminal sym, advanced over it (tuples), by_terminal[t]
  * the items before terminal t (tuples), keys in order of first appearance, terminals those t in
  * that order, accepting whether an item completes `start` with origin code `done`
@@ -240,26 +240,23 @@ done:
     return result;
 }
 
-/* the dotted-rule arrays nxt and lhs (int32, one length, within 1 << shift); -1 with an error set */
-static int dotted_arrays(PyObject *o_nxt, PyObject *o_lhs, Buf *nxt, Buf *lhs, long long shift, const char *name,
-                         Py_ssize_t *n_dotted) {
-    if (get_buf(o_nxt, nxt, "nxt", 4, 0) || get_buf(o_lhs, lhs, "lhs", 4, 0)) return -1;
-    *n_dotted = LEN(*nxt, 4);
-    if (LEN(*lhs, 4) != *n_dotted || shift < 1 || shift > 40 || ((long long)1 << shift) < *n_dotted) {
+/* the dotted-rule arrays nxt and lhs: bytes of int32 (no buffer to acquire per call), one length,
+ * within 1 << shift; 0, or -1 with an error set */
+static int dotted_arrays(PyObject *o_nxt, PyObject *o_lhs, long long shift, const char *name,
+                         const int32_t **nxt, const int32_t **lhs, Py_ssize_t *n_dotted) {
+    if (!PyBytes_Check(o_nxt) || !PyBytes_Check(o_lhs) || PyBytes_GET_SIZE(o_nxt) % 4) {
+        PyErr_Format(PyExc_TypeError, "%s: nxt and lhs must be bytes of int32", name);
+        return -1;
+    }
+    *n_dotted = PyBytes_GET_SIZE(o_nxt) / 4;
+    if (PyBytes_GET_SIZE(o_lhs) != PyBytes_GET_SIZE(o_nxt) || shift < 1 || shift > 40 ||
+        ((long long)1 << shift) < *n_dotted) {
         PyErr_Format(PyExc_ValueError, "%s: array sizes do not match", name);
         return -1;
     }
+    *nxt = (const int32_t *)PyBytes_AS_STRING(o_nxt);
+    *lhs = (const int32_t *)PyBytes_AS_STRING(o_lhs);
     return 0;
-}
-
-/* the int32 array held by a bytes object (at least min_len items); NULL with an error set */
-static const int32_t *i32_bytes(PyObject *o, Py_ssize_t *len, const char *name) {
-    if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) % 4) {
-        PyErr_Format(PyExc_TypeError, "earley_make: %s must be bytes of int32", name);
-        return NULL;
-    }
-    *len = PyBytes_GET_SIZE(o) / 4;
-    return (const int32_t *)PyBytes_AS_STRING(o);
 }
 
 PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -275,17 +272,15 @@ PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (v[i] == -1 && PyErr_Occurred()) return NULL;
     }
     long long T = v[0], shift = v[1], n_sym = v[2], limit = v[3], start = v[4], done_code = v[5];
-    Py_ssize_t n_dotted, n_lhs;
-    const int32_t *NXT = i32_bytes(args[2], &n_dotted, "nxt");
-    const int32_t *LHS = NXT ? i32_bytes(args[3], &n_lhs, "lhs") : NULL;
-    if (!LHS) return NULL;
+    Py_ssize_t n_dotted;
+    const int32_t *NXT, *LHS;
+    if (dotted_arrays(args[2], args[3], shift, "earley_make", &NXT, &LHS, &n_dotted)) return NULL;
     if (!PyBytes_Check(args[4]) || !PyDict_Check(args[8])) {
         PyErr_SetString(PyExc_TypeError, "earley_make: nullable must be bytes, advanced a dict");
         return NULL;
     }
     const uint8_t *NUL = (const uint8_t *)PyBytes_AS_STRING(args[4]);
-    if (n_lhs != n_dotted || PyBytes_GET_SIZE(args[4]) < n_sym || shift < 1 || shift > 40 || n_sym < T || T < 0 ||
-        ((long long)1 << shift) < n_dotted) {
+    if (PyBytes_GET_SIZE(args[4]) < n_sym || n_sym < T || T < 0) {
         PyErr_SetString(PyExc_ValueError, "earley_make: array sizes do not match");
         return NULL;
     }
@@ -321,12 +316,12 @@ PyObject *native_earley_predict(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOLLL", &o_closures, &o_nxt, &o_lhs, &T, &shift, &start))
         return NULL;
-    Buf nxt = {0}, lhs = {0};
     PyObject *result = NULL, *closures = NULL, *items_t = NULL, *split = NULL;
     I64Set items = {0};
     int64_t *all = NULL;
+    const int32_t *NXT, *LHS;
     Py_ssize_t n_dotted;
-    if (dotted_arrays(o_nxt, o_lhs, &nxt, &lhs, shift, "earley_predict", &n_dotted)) goto done;
+    if (dotted_arrays(o_nxt, o_lhs, shift, "earley_predict", &NXT, &LHS, &n_dotted)) goto done;
     closures = PySequence_Fast(o_closures, "earley_predict: closures must be a sequence");
     if (!closures || iset_init(&items, 64)) { if (closures) PyErr_NoMemory(); goto done; }
     for (Py_ssize_t c = 0; c < PySequence_Fast_GET_SIZE(closures); c++) {
@@ -351,7 +346,7 @@ PyObject *native_earley_predict(PyObject *self, PyObject *args) {
     if (!all) goto done;
     items_t = int_tuple(all, items.n);
     if (!items_t) goto done;
-    split = split_items(all, (Py_ssize_t)items.n, nxt.view.buf, lhs.view.buf, n_dotted, T, ((int64_t)1 << shift) - 1, start, 0);
+    split = split_items(all, (Py_ssize_t)items.n, NXT, LHS, n_dotted, T, ((int64_t)1 << shift) - 1, start, 0);
     if (!split) goto done;
     result = Py_BuildValue("(OOOOO)", items_t, PyTuple_GET_ITEM(split, 0), PyTuple_GET_ITEM(split, 1),
                            PyTuple_GET_ITEM(split, 2), PyTuple_GET_ITEM(split, 3));
@@ -361,6 +356,5 @@ done:
     Py_XDECREF(closures);
     free(items.slot);
     free(all);
-    release(&nxt); release(&lhs);
     return result;
 }

@@ -203,16 +203,14 @@ class EarleyAutomaton:
             lhs_of.extend([lhs] * (len(rhs) + 1))
         self._next = nxt
         self._lhs = lhs_of
-        self._next_np = np.array(nxt, dtype=np.int32)    # the same, for the compiled prediction
-        self._lhs_np = np.array(lhs_of, dtype=np.int32)
         self.shift = max(len(nxt), 1).bit_length()
         self._mask = (1 << self.shift) - 1
         n_sym = len(cfg.names)
         self._nullable = [s in cfg.nullable for s in range(max(n_sym, T))]
         self._n_sym = max(n_sym, T)
-        # the same as bytes, for the compiled earley_make (no buffer to acquire per set)
-        self._next_b = self._next_np.tobytes()
-        self._lhs_b = self._lhs_np.tobytes()
+        # the same as bytes of int32 (and of bools), for the compiled earley_make / earley_predict
+        self._next_b = np.array(nxt, dtype=np.int32).tobytes()
+        self._lhs_b = np.array(lhs_of, dtype=np.int32).tobytes()
         self._nullable_b = bytes(self._nullable)
         self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
         self.predictions: list[Prediction] = []      # its predicted part
@@ -282,7 +280,7 @@ class EarleyAutomaton:
         compiled = native.module()
         if compiled is not None:
             items, waiting, by_terminal, terms, accepts = compiled.earley_predict(
-                closures, self._next_np, self._lhs_np, self.cfg.n_terms, self.shift, self.cfg.start)
+                closures, self._next_b, self._lhs_b, self.cfg.n_terms, self.shift, self.cfg.start)
             expected = 0
             for t in terms:
                 expected |= 1 << t
