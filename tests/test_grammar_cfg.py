@@ -384,13 +384,13 @@ def test_depth_bounded_lexer_classes_match_table_filling(smollm2, monkeypatch):
     assert np.array_equal(g.dfa.equivalent_states(), _distinguishable_reference(g.dfa))
 
 
-def test_lexer_build_time_limit_leaves_it_lazy_with_the_same_masks(smollm2, monkeypatch):
-    """A lexer that takes too long to determinise up front stays lazy; its masks do not change."""
+def test_lexer_build_work_limit_leaves_it_lazy_with_the_same_masks(smollm2, monkeypatch):
+    """A lexer that takes too much work to determinise up front stays lazy; its masks do not change."""
     import guidewire.grammar.compiled as compiled
 
     text = 'start: "[" (WORD ("," WORD)*)? "]"\nWORD: /[a-z]{1,12}/\n%ignore / /'
     eager = compile_lark(text, smollm2)
-    monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_WORK", 0)
     lazy = compile_lark(text, smollm2)
     assert eager._rep.size and not lazy._rep.size
     for prefix in (b"", b"[", b"[ab", b"[abcdefghij", b"[a, b", b"[a ,"):

@@ -153,13 +153,13 @@ def _snapshot(dfa):
             list(dfa.term_sets))
 
 
-def _build_on(patterns, lazy_mask, compiled, limit):
-    """A fresh lexer built with ``build_all(limit)`` on one path; then every row (lazily, in Python)."""
+def _build_on(patterns, lazy_mask, compiled, limit, work=None):
+    """A fresh lexer built with ``build_all(limit, work)`` on one path; then every row (lazily, in Python)."""
     old = native.set_enabled(compiled)
     try:
         dfa = _lexer(patterns, lazy_mask)
         try:
-            dfa.build_all(limit=limit)
+            dfa.build_all(limit=limit, work=work)
             refused = None
         except lexer.LimitExceededError as exc:
             refused = str(exc)
@@ -175,30 +175,32 @@ def _build_on(patterns, lazy_mask, compiled, limit):
 def test_compiled_determinize_builds_the_same_dfa_with_lazy_terminals_and_limits():
     """The subset construction in C (``determinize``, a fresh DFA's build_all) against the Python
     loop: identical states, numbering, rows, readings, with lazy terminals, and under a state
-    limit (the same error, the same rows built, the rest then built lazily alike)."""
+    limit or a work budget (the same error, the same rows built, the rest then built lazily alike)."""
     if not native.available():
         return
-    ran = {"full": 0, "limited": 0, "lazy": 0}
+    ran = {"full": 0, "limited": 0, "lazy": 0, "work": 0}
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None,
               derandomize=True)
-    @given(terminal_sets(), st.integers(0, 15), st.sampled_from([None, 2, 5, 12]))
-    def run(patterns, lazy_mask, limit):
+    @given(terminal_sets(), st.integers(0, 15), st.sampled_from([None, 2, 5, 12]),
+           st.sampled_from([None, None, 0, 40, 300]))
+    def run(patterns, lazy_mask, limit, work):
         try:
-            ref = _build_on(patterns, lazy_mask, False, limit or 3000)
+            ref = _build_on(patterns, lazy_mask, False, limit or 3000, work)
         except Exception as exc:  # noqa: BLE001 - a pattern both builds must refuse alike
             with np.testing.assert_raises(type(exc)):
-                _build_on(patterns, lazy_mask, True, limit or 3000)
+                _build_on(patterns, lazy_mask, True, limit or 3000, work)
             return
-        got = _build_on(patterns, lazy_mask, True, limit or 3000)
+        got = _build_on(patterns, lazy_mask, True, limit or 3000, work)
         assert got[0] == ref[0]
         for a, b in zip(got[1:], ref[1:]):
             assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2]) and a[3:] == b[3:]
         ran["limited" if ref[0] else "full"] += 1
+        ran["work"] += bool(ref[0] and "work units" in ref[0])
         ran["lazy"] += bool(lazy_mask & ((1 << len(patterns)) - 1))
 
     run()
-    assert ran["full"] >= 20 and ran["limited"] >= 10 and ran["lazy"] >= 20, ran
+    assert ran["full"] >= 20 and ran["limited"] >= 10 and ran["lazy"] >= 20 and ran["work"] >= 5, ran
 
 
 def test_determinize_refuses_bad_arrays():
@@ -210,18 +212,18 @@ def test_determinize_refuses_bad_arrays():
     eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live, owner, lazy = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
     start = np.array([0], dtype=np.int64)
-    sets, rows, n_rows, stopped = det(off, *edge, *eps, live, owner, lazy, start, 100, 100, -1.0)
+    sets, rows, n_rows, stopped = det(off, *edge, *eps, live, owner, lazy, start, 100, 100, -1)
     assert sets == [] and n_rows == 2 and stopped is None
     assert np.frombuffer(rows, dtype=np.int32).reshape(2, 256)[1, 97] == 1
     import pytest
     with pytest.raises(ValueError, match="bad edge"):
-        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, start, 100, 100, -1.0)
+        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, start, 100, 100, -1)
     with pytest.raises(ValueError, match="differ in length"):
-        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, start, 100, 100, -1.0)
+        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, start, 100, 100, -1)
     with pytest.raises(ValueError, match="sorted"):
-        det(off, *edge, *eps, live, owner, lazy, np.array([0, 0]), 100, 100, -1.0)
+        det(off, *edge, *eps, live, owner, lazy, np.array([0, 0]), 100, 100, -1)
     with pytest.raises(ValueError, match="epsilon"):
-        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, start, 100, 100, -1.0)
+        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, start, 100, 100, -1)
 
 
 def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypatch):

@@ -264,7 +264,7 @@ def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar)
     monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
     monkeypatch.setattr(tuning, "TRIE_NODES", 0)    # the vectorised build, slices and all (not the trie walk)
     eager = compile_lark(grammar, soup)
-    monkeypatch.setattr(compiled, "EAGER_LEXER_SECONDS", 0.0)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_WORK", 0)
     lazy = compile_lark(grammar, soup)
     assert eager._rep.size and not lazy._rep.size
     checked = 0

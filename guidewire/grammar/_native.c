@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "_native_buf.h"
 
@@ -665,7 +664,7 @@ done:
 
 /* ---------------------------------------------------------------------------------------------
  * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, start_set, limit, max_states,
- *             seconds) -> (sets, rows, n_rows, stopped)
+ *             work) -> (sets, rows, n_rows, stopped)
  *
  * Subset construction of a fresh lexer DFA, as ByteDFA.build_all does it in Python: states are
  * processed in id order (0 = DEAD = the empty set, 1 = START = ``start_set``), each row's byte
@@ -676,7 +675,10 @@ done:
  * eps_off[s+1]-1]. ``sets``: the NFA sets of the states after START, sorted tuples in id order;
  * ``rows``: bytes of n_rows x 256 int32 (the rows of states 0 .. n_rows-1); ``stopped``: None,
  * "limit" (a state numbered ``limit`` would need its row), "states" (more than ``max_states``
- * states interned) or "seconds" (past the wall-clock budget; < 0: none).
+ * states interned) or "work" (a row would start with more than ``work`` units spent; < 0: no
+ * bound). Work is counted as core.limits.Fuel is charged by compute_row and _intern: a row costs
+ * 1 + the movers' edges, a new state 1 + its NFA states; so the budget stops the build at the same
+ * row on every machine and on both paths.
  */
 typedef struct {
     int64_t *pool; size_t pool_len, pool_cap;        /* members of every set, back to back */
@@ -744,9 +746,9 @@ static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
 static PyObject *native_determinize(PyObject *self, PyObject *args) {
     PyObject *o_off, *o_lo, *o_end, *o_dst, *o_eoff, *o_edst, *o_live, *o_owner, *o_lazy, *o_start;
     Py_ssize_t limit, max_states;
-    double seconds;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnnd", &o_off, &o_lo, &o_end, &o_dst, &o_eoff, &o_edst, &o_live,
-                          &o_owner, &o_lazy, &o_start, &limit, &max_states, &seconds))
+    long long work;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnnL", &o_off, &o_lo, &o_end, &o_dst, &o_eoff, &o_edst, &o_live,
+                          &o_owner, &o_lazy, &o_start, &limit, &max_states, &work))
         return NULL;
     Buf off = {0}, lo = {0}, end = {0}, dst = {0}, eoff = {0}, edst = {0}, live = {0}, owner = {0}, lazy = {0},
         start = {0};
@@ -808,8 +810,7 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
     }
     uint32_t stamp = 0;
     const char *stopped = NULL;
-    struct timespec t0, tn;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long long spent = 0;   /* work units, as Fuel counts them */
     size_t n_rows = 1;   /* DEAD's row: all DEAD */
     rows_cap = 1024;
     rows = calloc(rows_cap * 256, sizeof(int32_t));
@@ -819,12 +820,9 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
             stopped = "limit";
             break;
         }
-        if (seconds >= 0 && (sid == 1 || (sid & 255) == 0)) {   /* where build_all looks at the clock */
-            clock_gettime(CLOCK_MONOTONIC, &tn);
-            if ((double)(tn.tv_sec - t0.tv_sec) + 1e-9 * (double)(tn.tv_nsec - t0.tv_nsec) > seconds) {
-                stopped = "seconds";
-                break;
-            }
+        if (work >= 0 && spent > work) {   /* where build_all looks at its tally */
+            stopped = "work";
+            break;
         }
         if (sid >= rows_cap) {
             int32_t *r = realloc(rows, sizeof(int32_t) * 256 * rows_cap * 2);
@@ -857,8 +855,11 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
         unsigned char point[258];
         memset(point, 0, sizeof point);
         size_t total = 0;
-        for (int64_t j = 0; j < n_mov; j++)
+        spent += 1;
+        for (int64_t j = 0; j < n_mov; j++) {
+            spent += OFF[movers[j] + 1] - OFF[movers[j]];
             for (int64_t e = OFF[movers[j]]; e < OFF[movers[j] + 1]; e++) { point[LO[e]] = 1; point[END[e]] = 1; }
+        }
         int range_of[257], starts_[257], n_ranges = 0;
         for (int p = 0; p <= 256; p++) {
             range_of[p] = -1;
@@ -922,8 +923,10 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
                     }
                 }
                 qsort(members, (size_t)n_mem, sizeof(int64_t), cmp_i64);
+                size_t before = X.n;
                 id = set_index_get(&X, members, n_mem);
                 if (id < 0) { PyErr_NoMemory(); goto done; }
+                if (X.n > before) spent += 1 + n_mem;   /* a new state, as _intern charges it */
                 if ((Py_ssize_t)X.n > max_states) stopped = "states";
             }
             for (int byte = starts_[k]; byte < starts_[k + 1]; byte++) row[byte] = (int32_t)id;

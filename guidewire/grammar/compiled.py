@@ -28,14 +28,13 @@ from .lexer import DEAD, START, ByteDFA
 from .matcher import GrammarMatcher
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
 from .tablearrays import _distinct
-from .tabletuning import EAGER_LEXER_STATES  # determinise the lexer up front up to this many states
+from .tabletuning import EAGER_LEXER_STATES, EAGER_LEXER_WORK  # the up-front lexer build's bounds
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
 __all__ = ["CompiledGrammar", "DEFAULT_MASK_CACHE_BYTES"]
 
 _GIL = getattr(sys, "_is_gil_enabled", lambda: True)()   # False on a free-threaded build
 SPARSE_ROW_DIVISOR = 8     # a group with fewer tokens than words / this is OR-ed from its ids (compiled path)
-EAGER_LEXER_SECONDS = 1.5   # ... and takes at most this long to build (masks are the same either way)
 MASK_ENTRY_OVERHEAD = 200   # bytes a cached mask row costs beyond its words (key, array header, LRU link)
 GROUP_BYTES = 96            # bytes a token-table group costs beyond its mask row (tuples, parts entry)
 PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per chosen group
@@ -154,7 +153,7 @@ class CompiledGrammar:
         one (see :class:`TokenTable`) always find a base table there.
         """
         try:
-            self.dfa.build_all(limit=EAGER_LEXER_STATES, seconds=EAGER_LEXER_SECONDS)
+            self.dfa.build_all(limit=EAGER_LEXER_STATES, work=EAGER_LEXER_WORK)
         except LimitExceededError:
             return np.zeros(0, dtype=np.int64)
         prefer = self._builder.hub_states()

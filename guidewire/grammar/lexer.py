@@ -16,12 +16,12 @@ on first use. State 0 is the dead state, state 1 the start of a lexeme.
 from __future__ import annotations
 
 import mmap
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..core.errors import LimitExceededError
+from ..core.limits import Fuel
 from . import native, refine
 from .fragments import STRINGS_CAP, FragmentFacts, count_strings
 from .regex import NFA
@@ -409,29 +409,38 @@ class ByteDFA:
         """Number of DFA states built so far."""
         return len(self._states)
 
-    def build_all(self, limit: int | None = None, seconds: float | None = None) -> None:
-        """Determinise everything reachable from the start state (bounded by ``limit`` states
-        and, if given, ``seconds`` of wall time; either raises :class:`LimitExceededError` and
-        leaves the rows built so far in place, so the DFA goes on lazily)."""
+    def build_all(self, limit: int | None = None, work: int | None = None) -> None:
+        """Determinise everything reachable from the start state, bounded by ``limit`` states and,
+        if given, by ``work`` units (counted as :class:`~guidewire.core.limits.Fuel` is charged: a
+        row costs 1 + its movers' edges, a new state 1 + its NFA states; checked before each row,
+        so the build stops at the same row on every machine). Either bound raises
+        :class:`LimitExceededError` and leaves the rows built so far in place; the DFA goes on lazily."""
         limit = limit or self.max_states
         compiled = native.module()
         if compiled is not None and len(self._states) == 2 and not self.row_done[START] and self.fuel is None:
-            self._build_all_compiled(compiled, limit, seconds)
+            self._build_all_compiled(compiled, limit, work)
             return
-        deadline = None if seconds is None else time.perf_counter() + seconds
-        i = 0
-        while i < len(self._states):
-            if i >= limit:
-                raise LimitExceededError(f"lexer DFA exceeds {limit} states")
-            if deadline is not None and i % 256 == 0 and time.perf_counter() > deadline:
-                raise LimitExceededError(f"lexer DFA takes over {seconds} s to build ({i} states so far)")
-            self.compute_row(i)
-            i += 1
+        own = self.fuel is None
+        fuel = self.fuel = Fuel(1 << 62, None) if own else self.fuel
+        base = fuel.spent
+        try:
+            i = 0
+            while i < len(self._states):
+                if i >= limit:
+                    raise LimitExceededError(f"lexer DFA exceeds {limit} states")
+                if work is not None and fuel.spent - base > work:
+                    raise LimitExceededError(f"lexer DFA takes over {work} work units to build ({i} rows so far)")
+                self.compute_row(i)
+                i += 1
+        finally:
+            if own:
+                self.fuel = None
 
-    def _build_all_compiled(self, compiled, limit: int, seconds: float | None) -> None:
+    def _build_all_compiled(self, compiled, limit: int, work: int | None) -> None:
         """:meth:`build_all` of a fresh DFA with the subset construction in C (``determinize``:
-        the same states in the same order, so the same numbering); each new state's readings
-        and the limits on states and bytes are then taken here, by :meth:`_intern`, in id order."""
+        the same states in the same order, so the same numbering, and the same work tally); each
+        new state's readings and the limits on states and bytes are then taken here, by
+        :meth:`_intern`, in id order."""
         if self._lazy_np is None:
             lazy = np.full(len(self.nfa.eps), -1, dtype=np.int64)
             for st, tid in self.accept_of.items():
@@ -442,7 +451,7 @@ class ByteDFA:
         start = np.array(sorted(self._states[START]), dtype=np.int64)
         sets, rows, n_rows, stopped = compiled.determinize(
             *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np, start,
-            limit, self.max_states, -1.0 if seconds is None else float(seconds))
+            limit, self.max_states, -1 if work is None else int(work))
         for nfa_set in sets:
             self._intern(nfa_set)
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
@@ -453,9 +462,8 @@ class ByteDFA:
             raise LimitExceededError(f"lexer DFA exceeds {limit} states")
         if stopped == "states":
             raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
-        if stopped == "seconds":
-            raise LimitExceededError(f"lexer DFA takes over {seconds} s to build ({n_rows if n_rows > 1 else 0} "
-                                     "states so far)")
+        if stopped == "work":
+            raise LimitExceededError(f"lexer DFA takes over {work} work units to build ({n_rows} rows so far)")
 
     def _eps_np(self) -> tuple[np.ndarray, np.ndarray]:
         """All epsilon moves as arrays: per-state offsets, targets."""

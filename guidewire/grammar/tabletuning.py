@@ -34,6 +34,8 @@ SLICE_MIN_NON_ASCII = 2048  # ... of which at least this many hold a non-ASCII c
 UTF8_PRODUCT_STATES = 64  # give up a character-step check where one byte range reaches more lexer states
 SLICE_MAX_CHARS = 48      # follow a chain of character steps this far (longer tokens are walked)
 EAGER_LEXER_STATES = 16384  # compile determinises a lexer up front when it has at most this many states
+EAGER_LEXER_WORK = 24_000_000  # ... and takes at most this many work units (core.limits.Fuel's) to build:
+                              # a count, not a clock, so how far it gets is the same on every machine
 MIRROR_ALL_ROWS = EAGER_LEXER_STATES  # a complete lexer of at most this many states is mirrored whole
                           # (rows copied at once, no more checks; with 2048 instead, paired MaskBench
                           # p99 against the whole copy was 1.03x, with this 1.00x); larger ones copy
