@@ -633,3 +633,78 @@ def test_pick_groups_matches_the_python_loop(smollm2, which):
         c.pick_groups([], 0, 0, [0], 0, [False], [], None, g._scan, PICK_BYTES)
     with pytest.raises(TypeError):
         c.pick_groups([], 0, 0, [0], 0, [False], {}, [], g._scan, PICK_BYTES)
+
+
+@st.composite
+def _hub_cases(draw):
+    """A random lexer table with hubs, accepting states, a state's row with some first bytes
+    already answered (DEAD), busy states and a byte threshold."""
+    n = draw(st.integers(3, 24))
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    trans = np.zeros((n + 3, 256), dtype=np.int32)            # spare rows: a lexer's table has room
+    for s in range(1, n):
+        density = rng.choice([0.05, 0.3, 0.9])
+        targets = [rng.randrange(1, n) for _ in range(rng.randint(1, 4))]
+        for b in range(256):
+            if rng.random() < density:
+                trans[s, b] = rng.choice(targets)
+    hub = np.array([rng.choice([-1, -1, 0, 1, 2]) if s > 1 else -1 for s in range(n + 3)], dtype=np.int64)
+    emit = np.array([rng.choice([-1, -1, 0, 3]) for _ in range(n + 3)], dtype=np.int64)
+    q = rng.randrange(1, n)
+    if rng.random() < 0.5:      # q sends some bytes where a hub goes: the case the reuse is for
+        h = rng.randrange(2, n)
+        hub[h] = 0
+        for b in rng.sample(range(256), rng.randint(0, 40)):
+            trans[q, b] = h
+            if rng.random() < 0.7:
+                trans[h, b] = h
+    row = trans[q].astype(np.int64)
+    for b in rng.sample(range(256), rng.randint(0, 30)):
+        row[b] = DEAD
+    busy = sorted(rng.sample(range(1, n), rng.randint(0, 2)))
+    return trans, hub, emit, q, row, busy, draw(st.integers(1, 3))
+
+
+def test_reusable_hubs_matches_the_numpy_reference():
+    """``compiled.reusable_hubs`` (a table's reused hubs and their first-byte selectors) equals
+    ``reusable_hubs_numpy`` on random lexer tables: the same hubs in the same order, the same
+    selectors, quiet bytes included."""
+    from guidewire.grammar.tableshortcuts import reusable_hubs_numpy
+
+    ran = {"cases": 0, "reused": 0, "two": 0}
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(_hub_cases())
+    def run(case):
+        trans, hub, emit, q, row, busy, min_bytes = case
+        ref = reusable_hubs_numpy(trans, hub, emit, q, row, set(busy), min_bytes)
+        got = native.module().reusable_hubs(trans, hub, emit, q, row, np.array(busy, dtype=np.int64),
+                                             min_bytes, START)
+        assert [h for h, _ in got] == [h for h, _ in ref]
+        for (_, sel), (_, first) in zip(got, ref):
+            assert np.array_equal(np.frombuffer(sel, dtype=bool), first)
+        ran["cases"] += 1
+        ran["reused"] += bool(ref)
+        ran["two"] += len(ref) >= 2
+
+    run()
+    assert ran["cases"] == 300 and ran["reused"] >= 60 and ran["two"] >= 5, ran
+
+
+def test_reusable_hubs_refuses_bad_arrays():
+    rh = native.module().reusable_hubs
+    trans = np.zeros((4, 256), dtype=np.int32)
+    hub = np.full(4, -1, dtype=np.int64)
+    emit = np.full(4, -1, dtype=np.int64)
+    row = np.zeros(256, dtype=np.int64)
+    busy = np.zeros(0, dtype=np.int64)
+    assert rh(trans, hub, emit, 1, row, busy, 2, START) == []
+    bad = row.copy()
+    bad[7] = 9
+    with pytest.raises(ValueError, match="not a known state"):
+        rh(trans, hub, emit, 1, bad, busy, 2, START)
+    with pytest.raises(ValueError, match="256"):
+        rh(trans, hub, emit, 1, row[:100], busy, 2, START)
+    with pytest.raises(TypeError):
+        rh(trans.astype(np.int64), hub, emit, 1, row, busy, 2, START)

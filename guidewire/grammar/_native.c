@@ -24,6 +24,7 @@ PyObject *native_eps_closure(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
+PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 
 
 /* ---------------------------------------------------------------------------------------------
@@ -1273,6 +1274,7 @@ static PyMethodDef methods[] = {
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
+    {"reusable_hubs", native_reusable_hubs, METH_VARARGS, "The hubs a new token table reuses, with their first-byte selectors (see _native_hubs.c)."},
     {"pick_groups", native_pick_groups, METH_VARARGS, "The groups a mask chooses from a table's lexeme parts (see _native_mask.c)."},
     {"earley_make", (PyCFunction)(void (*)(void))native_earley_make, METH_FASTCALL,
      "A new Earley set's core from its kernel, and its split by next symbol (see _native_earley.c)."},

@@ -265,23 +265,18 @@ class InheritanceShortcuts:
         """
         if self.lookup is None or not self._hubs:
             return []
-        out = []
-        live = row != DEAD
-        targets = row[live]
-        dfa = self.dfa
-        for h in _distinct(targets[self.hub.take(targets) >= 0]):
-            if h == q or h in self._busy:
-                continue
-            first = live & (dfa.trans[h] == row)
-            if first.sum() >= tuning.MIN_REUSED_BYTES:
-                if not out:
-                    quiet = ~live & (dfa.trans[h] == DEAD)
-                    if dfa.emit[h] >= 0 or (q != START and dfa.emit[q] >= 0):
-                        quiet &= dfa.trans[START] == DEAD
-                    first = first | quiet
-                out.append((h, first))
-                live = live & ~first
-        return out
+        compiled = native.module()
+        if compiled is None:
+            return self._reusable_hubs_numpy(q, row)
+        busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
+        return [(h, np.frombuffer(sel, dtype=bool))
+                for h, sel in compiled.reusable_hubs(self.dfa.trans, self.hub, self.emit, q, row, busy,
+                                                     tuning.MIN_REUSED_BYTES, START)]
+
+    def _reusable_hubs_numpy(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """:meth:`_reusable_hubs` in numpy (the reference of ``compiled.reusable_hubs``)."""
+        return reusable_hubs_numpy(self.dfa.trans, self.hub, self.dfa.emit, q, row, self._busy,
+                                   tuning.MIN_REUSED_BYTES)
 
     def _merge_hubs(self, groups, masks, reused):
         """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
@@ -512,3 +507,27 @@ class InheritanceShortcuts:
             if not self.dfa.alive[target]:      # never for a trimmed lexer; such tokens are dead
                 continue
             stays.append((target, r if live_first is None else r & live_first))
+
+
+def reusable_hubs_numpy(trans: np.ndarray, hub: np.ndarray, emit, q: int, row: np.ndarray, busy,
+                        min_bytes: int) -> list[tuple[int, np.ndarray]]:
+    """The hubs a table of ``q`` reuses, with their first-byte selectors (see
+    :meth:`InheritanceShortcuts._reusable_hubs`): ``trans`` the lexer's rows, ``hub`` per state its
+    hub slot or -1, ``emit`` per state its emitted terminal set or -1, ``row`` q's row (int64)
+    with the bytes answered elsewhere DEAD, ``busy`` states whose tables are being built."""
+    out = []
+    live = row != DEAD
+    targets = row[live]
+    for h in _distinct(targets[hub.take(targets) >= 0]):
+        if h == q or h in busy:
+            continue
+        first = live & (trans[h] == row)
+        if first.sum() >= min_bytes:
+            if not out:
+                quiet = ~live & (trans[h] == DEAD)
+                if emit[h] >= 0 or (q != START and emit[q] >= 0):
+                    quiet &= trans[START] == DEAD
+                first = first | quiet
+            out.append((h, first))
+            live = live & ~first
+    return out

@@ -223,12 +223,14 @@ class TrieTables:
         used; in a lazily built lexer, only one whose table is built."""
         dfa = self.dfa
         members = dfa.nfa_states(q)
-        owner, terms = dfa.owner_of, dfa.terminals
-        narrow = {t for t in {owner[s] for s in members} if t >= 0 and terms[t].narrow}
-        if not narrow:
+        narrow = self._narrow_nfa
+        if narrow is None:
+            flags = np.array([t.narrow for t in dfa.terminals] + [False], dtype=bool)   # owner -1: none
+            narrow = self._narrow_nfa = frozenset(_flatnonzero(flags.take(dfa.owner)).tolist())
+        if narrow.isdisjoint(members):
             return None
-        keep = [s for s in members if owner[s] not in narrow]
-        if not keep or len(keep) == len(members):
+        keep = [s for s in members if s not in narrow]
+        if not keep:
             return None
         shadow = dfa.find_state(keep)   # never a new one: no walk reached it, and its table would be new
         if shadow is None or self._rows is not None:
@@ -303,9 +305,7 @@ class TrieTables:
         None), making the lexer rows it reaches and walking again until it is complete:
         ``(gid, tok, group keys, inherited rows per reference)``, or None past the budget."""
         words = self.layout.words
-        # a walked token is a node visited (or its twin): at most the budget, or the live buckets' tokens
-        live = int(self.layout.bucket_size.take(_flatnonzero(first)).sum())
-        size = 1 + min(tuning.TRIE_NODES + _TWINS, live)
+        size = 1 + tuning.TRIE_NODES + _TWINS   # a walked token is a node visited (or its twin)
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         miss = np.empty(_MISS_SLOTS, dtype=np.int64)
         ref_arr = np.asarray(refs, dtype=np.int64)
@@ -313,7 +313,8 @@ class TrieTables:
                                            sliced[0].subtree_chars, sliced[1])
         ref_rows, wait = 0, True
         while True:
-            self._need(np.concatenate([ref_arr, [q, START]]))
+            if self._rows is None:      # a lexer mirrored row by row (else every row is there)
+                self._need(np.concatenate([ref_arr, [q, START]]))
             inh = np.zeros((len(refs), words), dtype=np.int32)
             status, n, n_miss, n_rmiss, nodes, keys = compiled.trie_walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
