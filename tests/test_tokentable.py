@@ -418,14 +418,23 @@ def test_counter_chain_tokens_match_slow_walk(smollm2, pattern, monkeypatch):
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, 256).flatmap(lambda n: st.sets(st.integers(0, 255), min_size=n, max_size=n)))
 def test_first_byte_row_matches_a_scan_of_the_vocabulary(smollm2, first_bytes):
-    """The memoised first-byte rows (union, complement or lookup, by the set's size) equal a plain scan."""
+    """The memoised first-byte rows (union, complement or lookup, by the set's size) equal a plain
+    scan; so do the rows built without the memo, on the compiled path and on the numpy one."""
+    from guidewire.grammar import native, vocabindex
     from guidewire.grammar.tokentable import first_byte_row
 
     sel = np.zeros(256, dtype=bool)
     sel[list(first_bytes)] = True
-    got = set(np.flatnonzero(bitmask_to_bool(first_byte_row(smollm2, sel), smollm2.vocab_size)).tolist())
     want = {t for t in smollm2.normal_ids.tolist() if smollm2.token_bytes[t][0] in first_bytes}
-    assert got == want
+    rows = [first_byte_row(smollm2, sel)]
+    for on in ([False, True] if native.available() else [False]):
+        old = native.set_enabled(on)
+        try:
+            rows.append(vocabindex._first_byte_row(smollm2, sel))
+        finally:
+            native.set_enabled(old)
+    for row in rows:
+        assert set(np.flatnonzero(bitmask_to_bool(row, smollm2.vocab_size)).tolist()) == want
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -452,3 +461,16 @@ def test_distinct_values_match_a_set(values, offset, spread):
 
     arr = np.array(values, dtype=np.int64) * (1000 if spread else 1) + offset
     assert _distinct(arr) == sorted(set(arr.tolist()))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.booleans(), max_size=300))
+def test_admitted_numbers_counts_the_admitted_groups(admitted):
+    """Per group its index among the admitted ones (-1 if refused), and a last -1 for dead tokens."""
+    from guidewire.grammar.tablearrays import admitted_numbers
+
+    want, k = [], 0
+    for ok in admitted:
+        want.append(k if ok else -1)
+        k += ok
+    assert admitted_numbers(admitted).tolist() == want + [-1]

@@ -38,8 +38,11 @@ def _rows_by_group_numpy(group: np.ndarray, ids: np.ndarray, n_groups: int, word
 def admitted_numbers(admitted: list[bool]) -> np.ndarray:
     """Per group, its index among the admitted groups, or -1 if refused; one more entry (-1) at the
     end, so that the group id -1 (a dead token) maps to -1 too."""
-    keep = np.array(list(admitted) + [False], dtype=bool)
-    return np.where(keep, np.cumsum(keep) - 1, -1)
+    keep = np.fromiter(admitted, dtype=bool, count=len(admitted))
+    out = np.full(keep.size + 1, -1, dtype=np.int64)
+    idx = _flatnonzero(keep)
+    out[idx] = np.arange(idx.size)
+    return out
 
 
 def ids_row(ids: np.ndarray, words: int) -> np.ndarray:

@@ -318,13 +318,23 @@ def _first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
     layout = vocab_layout(vocab)
     n = int(first.sum())
     if n <= FIRST_ROW_UNION:
-        row = np.bitwise_or.reduce(layout.first_rows[first], axis=0)
+        row = _union(layout, first)
     elif 256 - n <= FIRST_ROW_UNION:
-        row = _ordinary_row(vocab, layout) & ~np.bitwise_or.reduce(layout.first_rows[~first], axis=0)
+        row = _ordinary_row(vocab, layout) & ~_union(layout, ~first)
     else:   # look every token's first byte up in the set, then pack
         member = np.append(first, False)
         row = np.packbits(member.take(layout.first_of_id), bitorder="little").view(np.int32)
     row.setflags(write=False)
+    return row
+
+
+def _union(layout: VocabLayout, byte_set: np.ndarray) -> np.ndarray:
+    """OR of the first-byte rows of the bytes in ``byte_set`` (in C: no copy of the chosen rows)."""
+    compiled = native.module()
+    if compiled is None:
+        return np.bitwise_or.reduce(layout.first_rows[byte_set], axis=0)
+    row = np.empty(layout.words, dtype=np.int32)
+    compiled.or_rows(row, layout.first_rows, _flatnonzero(byte_set))
     return row
 
 
