@@ -36,11 +36,6 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
  * targets merged; ``n_edges`` is the number of edges read. Edges: state s owns edges
  * offsets[s]..offsets[s+1]-1, each covering bytes lo..end-1 (end exclusive) towards dst.
  */
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static PyObject *native_sweep(PyObject *self, PyObject *args) {
     PyObject *o_off, *o_lo, *o_end, *o_dst, *o_movers;
     if (!PyArg_ParseTuple(args, "OOOOO", &o_off, &o_lo, &o_end, &o_dst, &o_movers)) return NULL;

@@ -39,6 +39,12 @@ static inline void release(Buf *b) {
 
 #define LEN(b, sz) ((b).view.len / (sz))
 
+/* qsort's comparison of int64 values, ascending (shared by the C sources). */
+static inline int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* A tuple of ints alone can be in no reference cycle, so the tuples of ints made here leave the
  * cyclic collector at once (CPython's collector untracks such tuples too, but only once it has
  * walked them in a collection): a young collection no longer walks each new Earley set or lexer

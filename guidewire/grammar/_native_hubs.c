@@ -10,14 +10,9 @@
  * q as from h); kept when it has at least min_bytes bytes, and then those bytes are no longer live.
  * The first kept selector also takes the quiet bytes: dead from q and from h, and, where h or
  * q (q != start) accepts, dead from start too. Selectors are bytes objects of 256 zero/one bytes.
- * The reference is InheritanceShortcuts._reusable_hubs_numpy.
+ * The reference is tableshortcuts.reusable_hubs_numpy.
  */
 #include "_native_buf.h"
-
-static int cmp_i64_hub(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 PyObject *native_reusable_hubs(PyObject *self, PyObject *args) {
     PyObject *o_trans, *o_hub, *o_emit, *o_row, *o_busy;
@@ -50,7 +45,7 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args) {
         }
         if (H[t] >= 0) hubs[n_hubs++] = t;
     }
-    qsort(hubs, (size_t)n_hubs, sizeof(int64_t), cmp_i64_hub);
+    qsort(hubs, (size_t)n_hubs, sizeof(int64_t), cmp_i64);
     out = PyList_New(0);
     if (!out) goto done;
     int kept = 0;

@@ -73,10 +73,6 @@ static inline int ivec_push(I64Vec *a, int64_t x) {
     return 0;
 }
 
-static inline int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* the members of s in ascending order, in a new malloc'd array (NULL with MemoryError set) */
 static inline int64_t *iset_sorted(const I64Set *s) {

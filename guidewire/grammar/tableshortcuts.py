@@ -267,16 +267,12 @@ class InheritanceShortcuts:
             return []
         compiled = native.module()
         if compiled is None:
-            return self._reusable_hubs_numpy(q, row)
+            return reusable_hubs_numpy(self.dfa.trans, self.hub, self.dfa.emit, q, row, self._busy,
+                                       tuning.MIN_REUSED_BYTES)
         busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
         return [(h, np.frombuffer(sel, dtype=bool))
                 for h, sel in compiled.reusable_hubs(self.dfa.trans, self.hub, self.emit, q, row, busy,
                                                      tuning.MIN_REUSED_BYTES, START)]
-
-    def _reusable_hubs_numpy(self, q: int, row: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """:meth:`_reusable_hubs` in numpy (the reference of ``compiled.reusable_hubs``)."""
-        return reusable_hubs_numpy(self.dfa.trans, self.hub, self.dfa.emit, q, row, self._busy,
-                                   tuning.MIN_REUSED_BYTES)
 
     def _merge_hubs(self, groups, masks, reused):
         """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
