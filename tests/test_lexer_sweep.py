@@ -123,19 +123,39 @@ def test_concat_ranges_matches_python_on_random_ranges(spec):
     assert got.dtype == np.int64 and got.tolist() == expected
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.integers(1, 40), st.integers(1, 256), st.integers(1, 6), st.integers(0, 2**32 - 1), st.booleans())
-def test_byte_classes_group_identical_columns(monkeypatch, n, width, distinct, seed, collide):
-    """Byte classes are exactly the groups of identical transition columns, hashes colliding or not."""
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 40), st.integers(1, 256), st.integers(1, 6), st.integers(0, 2**32 - 1), st.booleans(),
+       st.booleans())
+def test_byte_classes_group_identical_columns(monkeypatch, n, width, distinct, seed, collide, compiled):
+    """Byte classes are exactly the groups of identical transition columns, each named by its first
+    byte, ascending: hashes colliding or not (numpy), and in C on (n, 256) tables."""
+    if compiled and not native.available():
+        return
+    if compiled:
+        width = 256
     rng = np.random.default_rng(seed)
     columns = rng.integers(0, n, size=(n, distinct), dtype=np.int32)
     trans = columns[:, rng.integers(0, distinct, size=width)]
     if collide:   # every column hashes alike: the exact comparison must take over
         monkeypatch.setattr(refine, "hash_weights", lambda w: np.zeros(w, dtype=np.uint64))
-    picked = refine.byte_classes(trans)
+    old = native.set_enabled(compiled)
+    try:
+        picked = refine.byte_classes(trans)
+    finally:
+        native.set_enabled(old)
     as_tuples = [tuple(trans[:, j]) for j in range(width)]
     assert sorted(as_tuples[j] for j in picked) == sorted(set(as_tuples))
     assert all(as_tuples.index(as_tuples[j]) == j for j in picked), "each class is named by its first byte"
+    assert list(picked) == sorted(picked)
+
+
+def test_byte_classes_refuses_a_table_of_another_shape():
+    if not native.available():
+        return
+    with pytest.raises(ValueError, match="256"):
+        native.module().byte_classes(np.zeros((3, 4), dtype=np.int32))
+    with pytest.raises(TypeError):
+        native.module().byte_classes(np.zeros((3, 256), dtype=np.int64))
 
 
 def _lexer(patterns, lazy_mask):
@@ -149,58 +169,71 @@ def _lexer(patterns, lazy_mask):
 
 def _snapshot(dfa):
     n = dfa.n_states
-    return (n, dfa.trans[:n].copy(), dfa.row_done[:n].copy(), list(dfa._states), list(dfa.emit), list(dfa.alive),
-            list(dfa.term_sets))
+    return (n, dfa.trans[:n].copy(), dfa.row_done[:n].copy(), [dfa._states[i] for i in range(n)], dict(dfa._index),
+            list(dfa.emit), list(dfa.alive), list(dfa.term_sets), dfa.nbytes)
 
 
-def _build_on(patterns, lazy_mask, compiled, limit, work=None):
-    """A fresh lexer built with ``build_all(limit, work)`` on one path; then every row (lazily, in Python)."""
+def _build_on(patterns, lazy_mask, compiled, limit, work=None, max_states=200_000, max_bytes=None):
+    """A fresh lexer built with ``build_all(limit, work)`` on one path; then every row (lazily, in
+    Python) until done or refused by the state or byte bound."""
     old = native.set_enabled(compiled)
     try:
         dfa = _lexer(patterns, lazy_mask)
+        dfa.max_states, dfa.max_bytes = max_states, max_bytes
         try:
             dfa.build_all(limit=limit, work=work)
             refused = None
         except lexer.LimitExceededError as exc:
             refused = str(exc)
         first = _snapshot(dfa)
-        dfa.ensure_rows(np.arange(dfa.n_states))
-        while not dfa.row_done[:dfa.n_states].all():
-            dfa.ensure_rows(np.arange(dfa.n_states))
-        return refused, first, _snapshot(dfa)
+        later = None
+        try:
+            while not dfa.row_done[:dfa.n_states].all():
+                dfa.ensure_rows(np.arange(dfa.n_states))
+        except lexer.LimitExceededError as exc:
+            later = str(exc)
+        return refused, first, _snapshot(dfa), later
     finally:
         native.set_enabled(old)
 
 
 def test_compiled_determinize_builds_the_same_dfa_with_lazy_terminals_and_limits():
-    """The subset construction in C (``determinize``, a fresh DFA's build_all) against the Python
-    loop: identical states, numbering, rows, readings, with lazy terminals, and under a state
-    limit or a work budget (the same error, the same rows built, the rest then built lazily alike)."""
+    """The subset construction in C (``determinize``, a fresh DFA's build_all, with the readings of
+    its new states taken per distinct reading) against the Python loop: identical states, numbering,
+    index, rows, readings and byte tally, with lazy terminals, and under a state limit, a work
+    budget, a bound on states or on bytes (the same error, the same states and rows kept, the rest
+    then built lazily alike)."""
     if not native.available():
         return
-    ran = {"full": 0, "limited": 0, "lazy": 0, "work": 0}
+    ran = {"full": 0, "limited": 0, "lazy": 0, "work": 0, "states": 0, "bytes": 0}
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), database=None,
               derandomize=True)
     @given(terminal_sets(), st.integers(0, 15), st.sampled_from([None, 2, 5, 12]),
-           st.sampled_from([None, None, 0, 40, 300]))
-    def run(patterns, lazy_mask, limit, work):
+           st.sampled_from([None, None, 0, 40, 300]),
+           st.sampled_from([(200_000, None)] * 3 + [(4, None), (9, None), (200_000, 12_000), (200_000, 30_000)]))
+    def run(patterns, lazy_mask, limit, work, bounds):
+        args = (patterns, lazy_mask)
+        kw = dict(limit=limit or 3000, work=work, max_states=bounds[0], max_bytes=bounds[1])
         try:
-            ref = _build_on(patterns, lazy_mask, False, limit or 3000, work)
+            ref = _build_on(*args, False, **kw)
         except Exception as exc:  # noqa: BLE001 - a pattern both builds must refuse alike
             with np.testing.assert_raises(type(exc)):
-                _build_on(patterns, lazy_mask, True, limit or 3000, work)
+                _build_on(*args, True, **kw)
             return
-        got = _build_on(patterns, lazy_mask, True, limit or 3000, work)
-        assert got[0] == ref[0]
-        for a, b in zip(got[1:], ref[1:]):
+        got = _build_on(*args, True, **kw)
+        assert got[0] == ref[0] and got[3] == ref[3]
+        for a, b in zip(got[1:3], ref[1:3]):
             assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2]) and a[3:] == b[3:]
         ran["limited" if ref[0] else "full"] += 1
         ran["work"] += bool(ref[0] and "work units" in ref[0])
+        ran["states"] += bool(ref[0] and f"exceeds {bounds[0]} states" in ref[0])
+        ran["bytes"] += bool(ref[0] and "bytes" in ref[0])
         ran["lazy"] += bool(lazy_mask & ((1 << len(patterns)) - 1))
 
     run()
     assert ran["full"] >= 20 and ran["limited"] >= 10 and ran["lazy"] >= 20 and ran["work"] >= 5, ran
+    assert ran["states"] >= 3 and ran["bytes"] >= 3, ran
 
 
 def test_determinize_refuses_bad_arrays():
@@ -212,18 +245,20 @@ def test_determinize_refuses_bad_arrays():
     eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live, owner, lazy = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
     start = np.array([0], dtype=np.int64)
-    sets, rows, n_rows, stopped = det(off, *edge, *eps, live, owner, lazy, start, 100, 100, -1)
-    assert sets == [] and n_rows == 2 and stopped is None
+    sets, rows, n_rows, stopped, readings, reading_of = det(off, *edge, *eps, live, owner, lazy, lazy, start, 100, 100, -1)
+    assert sets == [] and n_rows == 2 and stopped is None and readings == [] and reading_of == b""
     assert np.frombuffer(rows, dtype=np.int32).reshape(2, 256)[1, 97] == 1
     import pytest
     with pytest.raises(ValueError, match="bad edge"):
-        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, start, 100, 100, -1)
+        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, lazy, start, 100, 100, -1)
     with pytest.raises(ValueError, match="differ in length"):
-        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, start, 100, 100, -1)
+        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, lazy, start, 100, 100, -1)
+    with pytest.raises(ValueError, match="differ in length"):
+        det(off, *edge, *eps, live, owner, lazy, np.full(3, -1, dtype=np.int64), start, 100, 100, -1)
     with pytest.raises(ValueError, match="sorted"):
-        det(off, *edge, *eps, live, owner, lazy, np.array([0, 0]), 100, 100, -1)
+        det(off, *edge, *eps, live, owner, lazy, lazy, np.array([0, 0]), 100, 100, -1)
     with pytest.raises(ValueError, match="epsilon"):
-        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, start, 100, 100, -1)
+        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, lazy, start, 100, 100, -1)
 
 
 def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypatch):

@@ -25,6 +25,10 @@ PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
 PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
+PyObject *native_splice(PyObject *self, PyObject *args);
+PyObject *native_fragment_facts(PyObject *self, PyObject *args);
+PyObject *native_nfa_arrays(PyObject *self, PyObject *args);
+PyObject *native_byte_classes(PyObject *self, PyObject *args);
 
 
 /* ---------------------------------------------------------------------------------------------
@@ -659,8 +663,8 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, start_set, limit, max_states,
- *             work) -> (sets, rows, n_rows, stopped)
+ * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, start_set, limit,
+ *             max_states, work) -> (sets, rows, n_rows, stopped, readings, reading_of)
  *
  * Subset construction of a fresh lexer DFA, as ByteDFA.build_all does it in Python: states are
  * processed in id order (0 = DEAD = the empty set, 1 = START = ``start_set``), each row's byte
@@ -675,6 +679,11 @@ done:
  * bound). Work is counted as core.limits.Fuel is charged by compute_row and _intern: a row costs
  * 1 + the movers' edges, a new state 1 + its NFA states; so the budget stops the build at the same
  * row on every machine and on both paths.
+ * Readings of the states in ``sets`` (what ByteDFA._intern reads off a new state's NFA set), interned:
+ * ``readings`` lists each distinct (accepting, growing) pair, ``accepting`` the sorted distinct
+ * accept_tid of the set's states that accept a terminal (accept_tid[s] >= 0), ``growing`` the
+ * sorted distinct owners of its states other than accepting states without edges (finished
+ * lexemes); ``reading_of``: bytes of int32, the index into ``readings`` of each state of ``sets``.
  */
 typedef struct {
     int64_t *pool; size_t pool_len, pool_cap;        /* members of every set, back to back */
@@ -740,16 +749,18 @@ static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
 }
 
 static PyObject *native_determinize(PyObject *self, PyObject *args) {
-    PyObject *o_off, *o_lo, *o_end, *o_dst, *o_eoff, *o_edst, *o_live, *o_owner, *o_lazy, *o_start;
+    PyObject *o_off, *o_lo, *o_end, *o_dst, *o_eoff, *o_edst, *o_live, *o_owner, *o_lazy, *o_acc, *o_start;
     Py_ssize_t limit, max_states;
     long long work;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnnL", &o_off, &o_lo, &o_end, &o_dst, &o_eoff, &o_edst, &o_live,
-                          &o_owner, &o_lazy, &o_start, &limit, &max_states, &work))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnL", &o_off, &o_lo, &o_end, &o_dst, &o_eoff, &o_edst, &o_live,
+                          &o_owner, &o_lazy, &o_acc, &o_start, &limit, &max_states, &work))
         return NULL;
     Buf off = {0}, lo = {0}, end = {0}, dst = {0}, eoff = {0}, edst = {0}, live = {0}, owner = {0}, lazy = {0},
-        start = {0};
-    PyObject *result = NULL, *sets = NULL, *rows_obj = NULL;
-    SetIndex X = {0};
+        acc = {0}, start = {0};
+    PyObject *result = NULL, *sets = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
+    SetIndex X = {0}, RD = {0};
+    int32_t *reading_of = NULL;
+    int64_t *key = NULL;
     int32_t *rows = NULL;
     size_t rows_cap = 0;
     uint32_t *mark = NULL;
@@ -759,15 +770,16 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
         get_buf(o_dst, &dst, "dst", 8, 0) || get_buf(o_eoff, &eoff, "eps_off", 8, 0) ||
         get_buf(o_edst, &edst, "eps_dst", 8, 0) || get_buf(o_live, &live, "live", 1, 0) ||
         get_buf(o_owner, &owner, "owner", 8, 0) || get_buf(o_lazy, &lazy, "lazy_tid", 8, 0) ||
-        get_buf(o_start, &start, "start_set", 8, 0))
+        get_buf(o_acc, &acc, "accept_tid", 8, 0) || get_buf(o_start, &start, "start_set", 8, 0))
         goto done;
     const int64_t *OFF = off.view.buf, *LO = lo.view.buf, *END = end.view.buf, *DST = dst.view.buf;
     const int64_t *EOFF = eoff.view.buf, *EDST = edst.view.buf, *OWN = owner.view.buf, *LAZY = lazy.view.buf;
+    const int64_t *ACC = acc.view.buf;
     const int64_t *ST = start.view.buf;
     const unsigned char *LIVE = live.view.buf;
     Py_ssize_t n_nfa = LEN(off, 8) - 1, n_edges = LEN(lo, 8), n_eps = LEN(edst, 8);
     if (n_nfa < 0 || LEN(end, 8) != n_edges || LEN(dst, 8) != n_edges || LEN(eoff, 8) != n_nfa + 1 ||
-        LEN(live, 1) != n_nfa || LEN(owner, 8) != n_nfa || LEN(lazy, 8) != n_nfa) {
+        LEN(live, 1) != n_nfa || LEN(owner, 8) != n_nfa || LEN(lazy, 8) != n_nfa || LEN(acc, 8) != n_nfa) {
         PyErr_SetString(PyExc_ValueError, "determinize: NFA arrays differ in length");
         goto done;
     }
@@ -947,13 +959,64 @@ static PyObject *native_determinize(PyObject *self, PyObject *args) {
     }
     rows_obj = PyBytes_FromStringAndSize((const char *)rows, (Py_ssize_t)(sizeof(int32_t) * 256 * n_rows));
     if (!rows_obj) goto done;
-    result = Py_BuildValue("(OOns)", sets, rows_obj, (Py_ssize_t)n_rows, stopped);
+    /* readings: key = [n accepting, accepting..., growing...], both parts sorted and distinct */
+    size_t n_new = X.n > 2 ? X.n - 2 : 0, widest = 0;
+    for (size_t id = 2; id < X.n; id++) if ((size_t)X.len[id] > widest) widest = (size_t)X.len[id];
+    reading_of = malloc(sizeof(int32_t) * (n_new ? n_new : 1));
+    key = malloc(sizeof(int64_t) * (2 * widest + 1));
+    if (!reading_of || !key) { PyErr_NoMemory(); goto done; }
+    for (size_t id = 2; id < X.n; id++) {
+        const int64_t *m = X.pool + X.off[id];
+        int64_t n = X.len[id], n_acc = 0, n_grow = 0;
+        int64_t *a = key + 1, *g = key + 1 + n;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t s = m[j], t = ACC[s];
+            if (t >= 0) a[n_acc++] = t;
+            if (t < 0 || OFF[s + 1] > OFF[s]) g[n_grow++] = OWN[s];
+        }
+        qsort(a, (size_t)n_acc, sizeof(int64_t), cmp_i64);
+        qsort(g, (size_t)n_grow, sizeof(int64_t), cmp_i64);
+        int64_t k = 1;
+        for (int64_t j = 0; j < n_acc; j++) if (k == 1 || a[j] != key[k - 1]) key[k++] = a[j];
+        key[0] = k - 1;
+        int64_t first_g = k;
+        for (int64_t j = 0; j < n_grow; j++) if (k == first_g || g[j] != key[k - 1]) key[k++] = g[j];
+        int64_t rid = set_index_get(&RD, key, k);
+        if (rid < 0) { PyErr_NoMemory(); goto done; }
+        reading_of[id - 2] = (int32_t)rid;
+    }
+    readings = PyList_New((Py_ssize_t)RD.n);
+    if (!readings) goto done;
+    for (size_t r = 0; r < RD.n; r++) {
+        const int64_t *m = RD.pool + RD.off[r];
+        int64_t n_acc = m[0], n_grow = RD.len[r] - 1 - n_acc;
+        PyObject *ta = PyTuple_New((Py_ssize_t)n_acc), *tg = PyTuple_New((Py_ssize_t)n_grow), *pair;
+        if (!ta || !tg) { Py_XDECREF(ta); Py_XDECREF(tg); goto done; }
+        for (int64_t j = 0; j < n_acc; j++) PyTuple_SET_ITEM(ta, j, PyLong_FromLongLong(m[1 + j]));
+        for (int64_t j = 0; j < n_grow; j++) PyTuple_SET_ITEM(tg, j, PyLong_FromLongLong(m[1 + n_acc + j]));
+        pair = PyTuple_Pack(2, ta, tg);
+        Py_DECREF(ta); Py_DECREF(tg);
+        if (!pair) goto done;
+        PyList_SET_ITEM(readings, (Py_ssize_t)r, pair);
+    }
+    for (size_t r = 0; r < RD.n; r++) {   /* PyLong_FromLongLong failing leaves a NULL item */
+        PyObject *pair = PyList_GET_ITEM(readings, (Py_ssize_t)r);
+        for (int part = 0; part < 2; part++) {
+            PyObject *t = PyTuple_GET_ITEM(pair, part);
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(t); j++)
+                if (!PyTuple_GET_ITEM(t, j)) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+        }
+    }
+    reading_obj = PyBytes_FromStringAndSize((const char *)reading_of, (Py_ssize_t)(sizeof(int32_t) * n_new));
+    if (!reading_obj) goto done;
+    result = Py_BuildValue("(OOnsOO)", sets, rows_obj, (Py_ssize_t)n_rows, stopped, readings, reading_obj);
 done:
-    Py_XDECREF(sets); Py_XDECREF(rows_obj);
+    Py_XDECREF(sets); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
+    free(RD.pool); free(RD.off); free(RD.len); free(RD.table); free(reading_of); free(key);
     free(X.pool); free(X.off); free(X.len); free(X.table);
     free(rows); free(mark); free(stack); free(members); free(cnt); free(pos); free(tgt); free(movers); free(stops);
     release(&off); release(&lo); release(&end); release(&dst); release(&eoff); release(&edst); release(&live);
-    release(&owner); release(&lazy); release(&start);
+    release(&owner); release(&lazy); release(&acc); release(&start);
     return result;
 }
 
@@ -1269,6 +1332,10 @@ static PyMethodDef methods[] = {
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
+    {"splice", native_splice, METH_VARARGS, "Append a stored NFA fragment's states, shifted, to an NFA's lists (see _native_nfa.c)."},
+    {"fragment_facts", native_fragment_facts, METH_VARARGS, "Liveness, cycle and path count of a closed NFA fragment (see _native_nfa.c)."},
+    {"nfa_arrays", native_nfa_arrays, METH_VARARGS, "An NFA's edges and epsilon moves as int64 arrays (see _native_nfa.c)."},
+    {"byte_classes", native_byte_classes, METH_VARARGS, "The first byte of each class of identical columns of a lexer table (see _native_nfa.c)."},
     {"reusable_hubs", native_reusable_hubs, METH_VARARGS, "The hubs a new token table reuses, with their first-byte selectors (see _native_hubs.c)."},
     {"pick_groups", native_pick_groups, METH_VARARGS, "The groups a mask chooses from a table's lexeme parts (see _native_mask.c)."},
     {"earley_make", (PyCFunction)(void (*)(void))native_earley_make, METH_FASTCALL,

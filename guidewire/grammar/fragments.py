@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from . import native
 from .regex import NFA, RegexFragment
 
 MAX_FRAGMENT_STATES = 20_000    # larger fragments are rebuilt each time, never stored
@@ -60,11 +61,18 @@ class StoredFragment:
 
 
 def analyse(nfa: NFA, first: int, frag: RegexFragment) -> FragmentFacts | None:
-    """Facts about the fragment built into states ``first ..`` of ``nfa`` (None if not closed).
+    """Facts about the fragment built into states ``first ..`` of ``nfa`` (None if not closed):
+    in C (``fragment_facts``) when the compiled module is on, else :func:`analyse_python`."""
+    compiled = native.module()
+    if compiled is None:
+        return analyse_python(nfa, first, frag)
+    got = compiled.fragment_facts(nfa.eps, nfa.edges, first, frag.start, frag.end, STRINGS_CAP, COUNT_STATES)
+    return None if got is None else FragmentFacts(*got)
 
-    Liveness is a reverse search from the end over the fragment's states only; the cycle
-    check is a depth-first search over its live states from the start.
-    """
+
+def analyse_python(nfa: NFA, first: int, frag: RegexFragment) -> FragmentFacts | None:
+    """:func:`analyse`'s reference. Liveness is a reverse search from the end over the fragment's
+    states only; the cycle check is a depth-first search over its live states from the start."""
     eps, edges = nfa.eps, nfa.edges
     n = len(eps) - first
     rev: list[list[int]] = [[] for _ in range(n)]
@@ -164,10 +172,17 @@ def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
     """Copy ``stored`` into fresh states of ``nfa``; returns its entry and exit there."""
     nfa.reserve(stored.n_states)
     off = len(nfa)
-    nfa.eps.extend([[t + off for t in e] for e in stored.eps])
-    nfa.edges.extend([[(lo, hi, t + off) for lo, hi, t in e] for e in stored.edges])
+    compiled = native.module()
+    (compiled.splice if compiled is not None else splice_lists)(nfa.eps, nfa.edges, stored.eps, stored.edges, off)
     f = stored.fragment
     return RegexFragment(f.start + off, f.end + off, f.has_lazy, f.nullable)
+
+
+def splice_lists(eps: list, edges: list, stored_eps, stored_edges, off: int) -> None:
+    """Append a fresh list per stored state to ``eps``/``edges``, targets shifted by ``off``
+    (:func:`splice`'s reference for the compiled ``splice``)."""
+    eps.extend([[t + off for t in e] for e in stored_eps])
+    edges.extend([[(lo, hi, t + off) for lo, hi, t in e] for e in stored_edges])
 
 
 class FragmentStore:

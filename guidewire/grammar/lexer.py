@@ -218,9 +218,7 @@ class ByteDFA:
         accepting state without edges (a finished lexeme) does not count.
         """
         if self._accept_np is None:
-            accept = np.full(len(self.nfa.edges), -1, dtype=np.int64)
-            for st, tid in self.accept_of.items():
-                accept[st] = tid
+            accept = self._accept_tids()
             ends = np.fromiter((not e for e in self.nfa.edges), dtype=bool, count=len(self.nfa.edges))
             self._accept_np = (accept, ends)
         accept, ends = self._accept_np
@@ -358,13 +356,29 @@ class ByteDFA:
     def _edges_np(self) -> tuple[np.ndarray, ...]:
         """All NFA edges as arrays: per-state offsets, range starts, range ends (exclusive), targets."""
         if self._edge_table is None:
-            edges = self.nfa.edges
-            counts = np.fromiter((len(e) for e in edges), dtype=np.int64, count=len(edges))
-            flat = np.array([x for e in edges for x in e], dtype=np.int64).reshape(-1, 3)
-            offsets = np.zeros(len(edges) + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            self._edge_table = (offsets, flat[:, 0].copy(), flat[:, 1] + 1, flat[:, 2].copy())
+            self._nfa_tables()
         return self._edge_table
+
+    def _nfa_tables(self) -> None:
+        """Fill ``_edge_table`` and ``_eps_table`` from the NFA's lists: in one C pass
+        (``nfa_arrays``) when the compiled module is on, else with numpy."""
+        compiled = native.module()
+        if compiled is not None:
+            arrays = [np.frombuffer(a, dtype=np.int64) for a in compiled.nfa_arrays(self.nfa.eps, self.nfa.edges)]
+            self._edge_table, self._eps_table = tuple(arrays[:4]), tuple(arrays[4:])
+            return
+        edges = self.nfa.edges
+        counts = np.fromiter((len(e) for e in edges), dtype=np.int64, count=len(edges))
+        flat = np.array([x for e in edges for x in e], dtype=np.int64).reshape(-1, 3)
+        offsets = np.zeros(len(edges) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        self._edge_table = (offsets, flat[:, 0].copy(), flat[:, 1] + 1, flat[:, 2].copy())
+        eps = self.nfa.eps
+        counts = np.fromiter((len(e) for e in eps), dtype=np.int64, count=len(eps))
+        offsets = np.zeros(len(eps) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        dst = np.fromiter((t for e in eps for t in e), dtype=np.int64, count=int(offsets[-1]))
+        self._eps_table = (offsets, dst)
 
     def _sweep_numpy(self, movers: list[int]) -> np.ndarray:
         """:meth:`_sweep` vectorised, for NFA state sets with many edges (large character classes).
@@ -438,9 +452,10 @@ class ByteDFA:
 
     def _build_all_compiled(self, compiled, limit: int, work: int | None) -> None:
         """:meth:`build_all` of a fresh DFA with the subset construction in C (``determinize``:
-        the same states in the same order, so the same numbering, and the same work tally); each
-        new state's readings and the limits on states and bytes are then taken here, by
-        :meth:`_intern`, in id order."""
+        the same states in the same order, so the same numbering, and the same work tally). The new
+        states' readings come back from C grouped by distinct (accepting, growing) pair, so the
+        shadowing choice runs once per pair; :meth:`_add_states` then takes the limits on states
+        and bytes in id order, as :meth:`_intern` would one state at a time."""
         if self._lazy_np is None:
             lazy = np.full(len(self.nfa.eps), -1, dtype=np.int64)
             for st, tid in self.accept_of.items():
@@ -449,15 +464,19 @@ class ByteDFA:
             self._lazy_np = lazy
         live = np.frombuffer(self.live, dtype=np.uint8)   # a bytearray (a byte per NFA state)
         start = np.array(sorted(self._states[START]), dtype=np.int64)
-        sets, rows, n_rows, stopped = compiled.determinize(
-            *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np, start,
-            limit, self.max_states, -1 if work is None else int(work))
-        for nfa_set in sets:
-            self._intern(nfa_set)
+        sets, rows, n_rows, stopped, readings, reading_of = compiled.determinize(
+            *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np,
+            self._accept_tids(), start, limit, self.max_states, -1 if work is None else int(work))
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
-        self.trans[START:n_rows] = rows[START:]
-        self.rows_built += int(n_rows - START - np.count_nonzero(self.row_done[START:n_rows]))
-        self.row_done[START:n_rows] = True
+        try:
+            self._add_states(sets, np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
+        except LimitExceededError:
+            # as build_all's loop stops inside the row that makes the first refused state: the
+            # rows before it are kept (they only name kept states), that row and later ones not
+            over = (rows[START:] >= self.n_states).any(axis=1)
+            self._take_rows(rows[:START + int(over.argmax())] if over.any() else rows)
+            raise
+        self._take_rows(rows)
         if stopped == "limit":
             raise LimitExceededError(f"lexer DFA exceeds {limit} states")
         if stopped == "states":
@@ -465,15 +484,72 @@ class ByteDFA:
         if stopped == "work":
             raise LimitExceededError(f"lexer DFA takes over {work} work units to build ({n_rows} rows so far)")
 
+    def _take_rows(self, rows: np.ndarray) -> None:
+        """Rows ``START .. len(rows)-1`` from a compiled build, marked done."""
+        n_rows = len(rows)
+        if n_rows <= START:
+            return
+        self.trans[START:n_rows] = rows[START:]
+        self.rows_built += int(n_rows - START - np.count_nonzero(self.row_done[START:n_rows]))
+        self.row_done[START:n_rows] = True
+
+    def _accept_tids(self) -> np.ndarray:
+        """Per NFA state, the terminal it accepts, else -1 (int64)."""
+        acc = np.full(len(self.nfa.eps), -1, dtype=np.int64)
+        for st, tid in self.accept_of.items():
+            acc[st] = tid
+        return acc
+
+    def _add_states(self, sets: list[tuple[int, ...]], reading_of: list[int],
+                    readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+        """Append new states (sorted, untracked NFA-set tuples not yet interned) read as
+        ``readings[reading_of[i]]`` (accepting terminals, owners of growing NFA states; numbered in
+        order of first use): :meth:`_intern` for many states at once. Its limits on states and bytes
+        are checked in the same order (the states before the first one over a limit are kept and the
+        same error raised) and the shadowing choice runs once per reading, in the same order."""
+        base = len(self._states)
+        n = len(sets)
+        refused = None
+        if base + n > self.max_states:
+            n = max(0, self.max_states - base)
+            refused = f"lexer DFA exceeds {self.max_states} states"
+        if self.max_bytes is not None:
+            sizes = np.fromiter(map(len, sets[:n]), dtype=np.int64, count=n) * 32 + STATE_BYTES
+            total = self.nbytes + np.cumsum(sizes)
+            over = int(np.searchsorted(total, self.max_bytes, side="right"))
+            if over < n:
+                n = over
+                refused = (f"lexer DFA exceeds {self.max_bytes} bytes ({base + n} states; raise Limits.lexer_bytes "
+                           f"or GUIDEWIRE_LEXER_BYTES)")
+            self.nbytes = int(total[n - 1]) if n else self.nbytes
+        else:
+            self.nbytes += n * STATE_BYTES + 32 * sum(map(len, sets[:n]))
+        picks = reading_of[:n]
+        alive_of, emit_of = [], []
+        for accepting, growing in readings[:max(picks, default=-1) + 1]:
+            alive = 0
+            for t in growing:
+                alive |= 1 << t
+            best = self._best(accepting)
+            if best >= 0:   # a terminal shadowed on this lexeme and unable to grow is dead
+                for t in self.term_sets[best]:
+                    alive |= 1 << t
+            alive_of.append(self._alive_memo.setdefault(alive, alive))
+            emit_of.append(best)
+        kept = sets[:n]
+        self._states.update(zip(range(base, base + n), kept))
+        self._index.update(zip(kept, range(base, base + n)))
+        self.alive.extend([alive_of[r] for r in picks])
+        self.emit.extend([emit_of[r] for r in picks])
+        while base + n > self.trans.shape[0]:
+            self._grow()
+        if refused is not None:
+            raise LimitExceededError(refused)
+
     def _eps_np(self) -> tuple[np.ndarray, np.ndarray]:
         """All epsilon moves as arrays: per-state offsets, targets."""
         if self._eps_table is None:
-            eps = self.nfa.eps
-            counts = np.fromiter((len(e) for e in eps), dtype=np.int64, count=len(eps))
-            offsets = np.zeros(len(eps) + 1, dtype=np.int64)
-            np.cumsum(counts, out=offsets[1:])
-            dst = np.fromiter((t for e in eps for t in e), dtype=np.int64, count=int(offsets[-1]))
-            self._eps_table = (offsets, dst)
+            self._nfa_tables()
         return self._eps_table
 
     def equivalent_states(self, prefer: np.ndarray | None = None, depth: int | None = None) -> np.ndarray:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
+
 
 def refine_numpy(label0: np.ndarray, trans: np.ndarray, depth: int | None) -> tuple[np.ndarray, int]:
     """Moore refinement in numpy (row hashes, checked; the reference of the C ``refine``)."""
@@ -65,16 +67,23 @@ def refine_hashed(label: np.ndarray, trans: np.ndarray, rounds: int | None = Non
 
 
 def byte_classes(trans: np.ndarray) -> np.ndarray:
-    """One byte (column of ``trans``) per class of bytes with identical columns.
+    """One byte (column of ``trans``, an (n, 256) table) per class of bytes with identical
+    columns: the first byte of each class, ascending (in C when the compiled module is on,
+    else :func:`byte_classes_numpy`)."""
+    compiled = native.module()
+    if compiled is None or trans.shape[1] != 256:
+        return byte_classes_numpy(trans)
+    return np.frombuffer(compiled.byte_classes(np.ascontiguousarray(trans, dtype=np.int32)), dtype=np.int64)
 
-    Columns are grouped by a 64-bit hash, checked exactly; on a collision the columns are
-    compared whole (the slow path of ``np.unique(..., axis=0)``).
-    """
+
+def byte_classes_numpy(trans: np.ndarray) -> np.ndarray:
+    """:func:`byte_classes`'s reference. Columns are grouped by a 64-bit hash, checked exactly; on
+    a collision the columns are compared whole (the slow path of ``np.unique(..., axis=0)``)."""
     h = (trans.astype(np.uint64) * hash_weights(trans.shape[0])[:, None]).sum(axis=0, dtype=np.uint64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     if np.array_equal(trans[:, first[inverse.reshape(-1)]], trans):
-        return first
-    return np.unique(trans.T, axis=0, return_index=True)[1]
+        return np.sort(first)
+    return np.sort(np.unique(trans.T, axis=0, return_index=True)[1])
 
 
 _WEIGHTS = np.zeros(0, dtype=np.uint64)
