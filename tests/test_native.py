@@ -316,6 +316,38 @@ def test_or_of_rows_and_sparse_groups_matches_numpy(seed, n_groups, words, n_sel
     assert np.array_equal(out, want)
 
 
+@settings(max_examples=80, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 24), st.integers(0, 64), st.integers(1, 300))
+def test_row_form_grows_as_the_numpy_reference(seed, n_groups, words, n_sel, small_below):
+    """``row_form_grow`` (a table's row form grown by newly chosen groups) against
+    ``grow_row_form_numpy``, twice in a row on the same form (repeats, groups already looked at,
+    dense and sparse ones), and the sparse ids against a scan of each row's bits."""
+    from guidewire.grammar.tablearrays import grow_row_form_numpy
+
+    rng = np.random.default_rng(seed)
+    density = rng.choice([0.001, 0.01, 0.2, 0.9], size=(n_groups, 1))
+    bits = rng.random((n_groups, words * 32)) < density
+    rows = np.packbits(bits, axis=1, bitorder="little").view(np.int32).reshape(n_groups, words)
+    slot_c = np.full(n_groups, -2, dtype=np.int64)
+    slot_ref = slot_c.copy()
+    n_slots = 0
+    for _ in range(2):
+        sel = rng.integers(0, n_groups, n_sel).astype(np.int64)
+        counts, got = native.module().row_form_grow(rows, slot_c, sel, words, small_below, n_slots)
+        counts, got = np.frombuffer(counts, dtype=np.int64), np.frombuffer(got, dtype=np.int32)
+        want_counts, want_ids = grow_row_form_numpy(rows, slot_ref, sel, small_below, n_slots)
+        assert np.array_equal(slot_c, slot_ref) and counts.tolist() == want_counts.tolist()
+        assert got.tolist() == want_ids.tolist()
+        sparse = np.argsort(np.where(slot_c >= n_slots, slot_c, 1 << 40))[:counts.size]
+        assert got.tolist() == [t for g in sparse.tolist() for t in np.flatnonzero(bits[g]).tolist()]
+        assert all((slot_c[g] == -1) == (bits[g].sum() >= small_below) for g in set(sel.tolist()))
+        n_slots += counts.size
+    with pytest.raises(IndexError):
+        native.module().row_form_grow(rows, slot_c, np.array([n_groups], dtype=np.int64), words, 1, 0)
+    with pytest.raises(ValueError):
+        native.module().row_form_grow(rows, slot_c[:-1], sel, words, 1, 0)
+
+
 def test_a_tables_later_masks_use_the_sparse_form(smollm2):
     """The second mask of a table builds its row form; masks stay equal to the reference's."""
     schema = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 3 + i % 4} for i in range(12)}}

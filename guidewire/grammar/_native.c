@@ -556,6 +556,81 @@ done:
     return result;
 }
 
+/* row_form_grow(rows, slot, sel, words, small_below, n_slots) -> (counts, ids)
+ * A table's row form (CompiledGrammar._row_form) grown by the groups of ``sel`` not looked at yet
+ * (slot[g] == -2), ascending and distinct: a group with at least small_below set bits becomes dense
+ * (slot -1); the others, in that order, get slots n_slots, n_slots + 1, ... and their token ids.
+ * ``counts``: bytes of int64, the sparse groups' bit counts; ``ids``: bytes of int32, their token
+ * ids back to back (ascending per group). ``slot`` (int64, one per row) is written in place. The
+ * reference is tablearrays.grow_row_form_numpy. */
+static PyObject *native_row_form_grow(PyObject *self, PyObject *args) {
+    PyObject *o_rows, *o_slot, *o_sel;
+    Py_ssize_t words, small_below, n_slots;
+    if (!PyArg_ParseTuple(args, "OOOnnn", &o_rows, &o_slot, &o_sel, &words, &small_below, &n_slots)) return NULL;
+    Buf rows = {0}, slot = {0}, sel = {0};
+    PyObject *result = NULL, *o_counts = NULL, *o_ids = NULL;
+    int64_t *groups = NULL, *counts = NULL;
+    if (get_buf(o_rows, &rows, "rows", 4, 0) || get_buf(o_slot, &slot, "slot", 8, 1) || get_buf(o_sel, &sel, "sel", 8, 0))
+        goto done;
+    Py_ssize_t n_rows = words > 0 ? LEN(rows, 4) / words : 0, n_sel = LEN(sel, 8);
+    if (words <= 0 || LEN(rows, 4) != n_rows * words || LEN(slot, 8) != n_rows) {
+        PyErr_SetString(PyExc_ValueError, "row_form_grow: rows are not len(slot) x words");
+        goto done;
+    }
+    const uint32_t *R = rows.view.buf;
+    int64_t *SLOT = slot.view.buf;
+    const int64_t *S = sel.view.buf;
+    groups = malloc(sizeof(int64_t) * (size_t)(n_sel ? n_sel : 1));
+    if (!groups) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t n_new = 0;
+    for (Py_ssize_t k = 0; k < n_sel; k++) {
+        if (S[k] < 0 || S[k] >= n_rows) {
+            PyErr_Format(PyExc_IndexError, "row_form_grow: group %lld out of range", (long long)S[k]);
+            goto done;
+        }
+        if (SLOT[S[k]] == -2) groups[n_new++] = S[k];
+    }
+    qsort(groups, (size_t)n_new, sizeof(int64_t), cmp_i64);
+    Py_ssize_t m = 0, n_sparse = 0;
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n_new; k++)
+        if (!m || groups[k] != groups[m - 1]) groups[m++] = groups[k];
+    /* counts first (the sparse groups compacted to the front of groups) */
+    counts = malloc(sizeof(int64_t) * (size_t)(m ? m : 1));
+    if (!counts) { PyErr_NoMemory(); goto done; }
+    int64_t *C = counts;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t g = groups[k], c = count_bits(R + g * words, words);
+        if (c >= small_below) { SLOT[g] = -1; continue; }
+        groups[n_sparse] = g;
+        C[n_sparse++] = c;
+        total += c;
+    }
+    o_counts = PyBytes_FromStringAndSize((const char *)counts, (Py_ssize_t)(8 * n_sparse));
+    if (!o_counts) goto done;
+    o_ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * total));
+    if (!o_ids) goto done;
+    int32_t *I = (int32_t *)PyBytes_AS_STRING(o_ids);
+    int64_t at = 0;
+    for (Py_ssize_t k = 0; k < n_sparse; k++) {
+        int64_t g = groups[k];
+        for (Py_ssize_t w = 0; w < words; w++) {
+            uint32_t bits = R[g * words + w];
+            while (bits) {
+                I[at++] = (int32_t)(w * 32 + __builtin_ctz(bits));
+                bits &= bits - 1;
+            }
+        }
+        SLOT[g] = n_slots + k;
+    }
+    result = PyTuple_Pack(2, o_counts, o_ids);
+done:
+    Py_XDECREF(o_counts); Py_XDECREF(o_ids);
+    free(groups); free(counts);
+    release(&rows); release(&slot); release(&sel);
+    return result;
+}
+
 /* row_ids(rows, groups, offsets, ids): the token ids of rows[groups[k]] (ascending) into
  * ids[offsets[k]:offsets[k+1]] (offsets from row_counts; len(offsets) = len(groups) + 1). */
 static PyObject *native_row_ids(PyObject *self, PyObject *args) {
@@ -1326,6 +1401,7 @@ static PyMethodDef methods[] = {
     {"or_rows", native_or_rows, METH_VARARGS, "OR the selected rows of a (groups x words) bitmask into out."},
     {"row_counts", native_row_counts, METH_VARARGS, "Set bits per row of a (groups x words) bitmask, or of the rows groups[k]."},
     {"row_ids", native_row_ids, METH_VARARGS, "Token ids of chosen rows, packed by offsets."},
+    {"row_form_grow", native_row_form_grow, METH_VARARGS, "A table's row form grown by newly chosen groups (see CompiledGrammar._row_form)."},
     {"or_groups", native_or_groups, METH_VARARGS, "OR chosen groups, dense rows or sparse id lists, into out."},
     {"determinize", native_determinize, METH_VARARGS, "Subset construction of a fresh lexer DFA (see ByteDFA.build_all)."},
     {"slice_scan", native_slice_scan, METH_VARARGS, "Count (and longest) of the candidates that are short slice members."},

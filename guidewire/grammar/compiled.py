@@ -27,7 +27,6 @@ from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .matcher import GrammarMatcher
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
-from .tablearrays import _distinct
 from .tabletuning import EAGER_LEXER_STATES, EAGER_LEXER_WORK  # the up-front lexer build's bounds
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
@@ -405,24 +404,14 @@ class CompiledGrammar:
                                np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32)]
             added += form[1].nbytes + 8
         masks, slot, offsets, ids = form
-        new = sel[slot.take(sel) == -2]
-        if new.size:
-            new = np.array(_distinct(new), dtype=np.int64)   # not np.unique: its first call imports numpy.ma (~15 ms)
-            counts = np.zeros(new.size, dtype=np.int64)
-            compiled.row_counts(masks, counts, new, self.words)
-            small = counts < max(1, self.words // SPARSE_ROW_DIVISOR)
-            slot[new[~small]] = -1
-            sparse = new[small]
-            if sparse.size:
-                more = np.zeros(sparse.size + 1, dtype=np.int64)
-                np.cumsum(counts[small], out=more[1:])
-                got = np.empty(int(more[-1]), dtype=np.int32)
-                compiled.row_ids(masks, sparse, more, got, self.words)
-                slot[sparse] = np.arange(offsets.size - 1, offsets.size - 1 + sparse.size)
-                offsets = np.concatenate([offsets, offsets[-1] + more[1:]])
-                ids = np.concatenate([ids, got])
-                form[2], form[3] = offsets, ids
-                added += 8 * sparse.size + got.nbytes
+        counts, got = compiled.row_form_grow(masks, slot, sel, self.words, max(1, self.words // SPARSE_ROW_DIVISOR),
+                                             offsets.size - 1)
+        if counts:
+            counts = np.frombuffer(counts, dtype=np.int64)
+            offsets = np.concatenate([offsets, offsets[-1] + np.cumsum(counts)])
+            ids = np.concatenate([ids, np.frombuffer(got, dtype=np.int32)])
+            form[2], form[3] = offsets, ids
+            added += 8 * counts.size + len(got)
         return masks, slot, offsets, ids, added
 
     def _pick_groups(self, parts: list, s: int) -> tuple[list[int], int]:

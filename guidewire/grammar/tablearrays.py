@@ -82,6 +82,24 @@ def _distinct(values: np.ndarray) -> list[int]:
     return sorted(set(values.tolist()))
 
 
+def grow_row_form_numpy(masks: np.ndarray, slot: np.ndarray, sel: np.ndarray, small_below: int,
+                        n_slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reference of the compiled ``row_form_grow`` (see ``CompiledGrammar._row_form``): the
+    groups of ``sel`` with ``slot`` -2, ascending and distinct, become dense (slot -1) with at
+    least ``small_below`` tokens, else sparse (slots ``n_slots ..`` in that order). Returns the
+    sparse groups' token counts (int64) and their token ids back to back (int32); ``slot`` is
+    written in place."""
+    new = np.array(sorted(set(sel[slot[sel] == -2].tolist())), dtype=np.int64)
+    bits = np.unpackbits(masks[new].view(np.uint8), axis=1, bitorder="little") if new.size else None
+    counts = bits.sum(axis=1).astype(np.int64) if new.size else np.zeros(0, dtype=np.int64)
+    small = counts < small_below
+    slot[new[~small]] = -1
+    sparse = new[small]
+    slot[sparse] = np.arange(n_slots, n_slots + sparse.size)
+    ids = [np.flatnonzero(bits[k]) for k in np.flatnonzero(small)] if new.size else []
+    return counts[small], (np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)).astype(np.int32)
+
+
 def _flatnonzero(a: np.ndarray) -> np.ndarray:
     """``np.flatnonzero`` without its Python wrappers (a table build makes dozens of calls)."""
     return a.nonzero()[0] if a.ndim == 1 else np.flatnonzero(a)
