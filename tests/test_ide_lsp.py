@@ -169,11 +169,12 @@ def test_bad_initialization_options_are_reported():
 
 
 def _documents(c: LspClient, want: int, timeout: float = 240) -> dict:
-    """``guidewire/documents`` once ``want`` documents were parsed ahead and none is pending."""
+    """``guidewire/documents`` once ``want`` documents were handed to the back end (parsed ahead, or
+    declined past its deadline) and none is pending."""
     deadline = time.monotonic() + timeout
     while True:
         docs = c.call("guidewire/documents", None)["result"]
-        if (docs["prepared"] >= want and not docs["pending"]) or time.monotonic() > deadline:
+        if (docs["prepared"] + docs["declined"] >= want and not docs["pending"]) or time.monotonic() > deadline:
             return docs
         time.sleep(0.1)
 
@@ -205,9 +206,12 @@ def test_open_documents_are_parsed_ahead_and_completed_with_the_monitor(tmp_path
 
         legal = {x.name for x in jedi.Script(typed).complete(7, len("        return self."))}
         assert {"x", "y", "norm"} <= legal and got in legal, (got, items)
-        # the typed dot is parsed ahead too (before or after the completion, never beside it)
+        # the typed dot is parsed ahead too (before or after the completion, never beside it); on a
+        # loaded machine its parse may outlast the back end's 5 s deadline (PREPARE_S) behind the
+        # completion's own analysis, and is then declined (the next query parses itself): the
+        # document was still handed over, once, and nothing failed
         docs = _documents(c, 2)
-        assert docs["prepared"] == 2 and docs["failed"] == 0, docs
+        assert docs["prepared"] + docs["declined"] == 2 and docs["prepared"] >= 1 and docs["failed"] == 0, docs
         c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     finally:
         c.close()
