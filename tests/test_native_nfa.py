@@ -8,6 +8,8 @@
 - ``byte_classes`` (``refine``) in ``test_lexer_sweep`` (both paths, against a scan of the columns).
 """
 
+import gc
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -145,6 +147,7 @@ def test_splice_matches_the_python_copy():
             splice_lists(ref.eps, ref.edges, stored.eps, stored.edges, len(ref.eps))
         assert got.eps == ref.eps and got.edges == ref.edges
         assert all(type(e) is list for e in got.eps + got.edges), "each state's moves are lists"
+        assert not any(gc.is_tracked(e) for moves in got.edges for e in moves), "edges are untracked tuples"
         k = prefix + stored.n_states
         got.eps[prefix].append(-1)   # the copies share no list
         assert got.eps[k] == ref.eps[k]

@@ -100,6 +100,7 @@ PyObject *native_splice(PyObject *self, PyObject *args) {
             PyTuple_SET_ITEM(tup, 0, a);
             PyTuple_SET_ITEM(tup, 1, b);
             PyTuple_SET_ITEM(tup, 2, v);
+            untrack_int_tuple(tup);   /* ints only: in no cycle, so no collection need walk it */
             PyList_SET_ITEM(lst, j, tup);
         }
     }
