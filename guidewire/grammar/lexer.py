@@ -456,17 +456,16 @@ class ByteDFA:
         states' readings come back from C grouped by distinct (accepting, growing) pair, so the
         shadowing choice runs once per pair; :meth:`_add_states` then takes the limits on states
         and bytes in id order, as :meth:`_intern` would one state at a time."""
-        if self._lazy_np is None:
-            lazy = np.full(len(self.nfa.eps), -1, dtype=np.int64)
-            for st, tid in self.accept_of.items():
-                if tid in self.lazy:
-                    lazy[st] = tid
-            self._lazy_np = lazy
+        accept = self._accept_tids()
+        if self._lazy_np is None:   # the accepted terminal where it is lazy, else -1
+            is_lazy = np.zeros(len(self.terminals) + 1, dtype=bool)   # the last slot answers -1 (no terminal)
+            is_lazy[list(self.lazy)] = True
+            self._lazy_np = np.where(is_lazy[accept], accept, -1)
         live = np.frombuffer(self.live, dtype=np.uint8)   # a bytearray (a byte per NFA state)
         start = np.array(sorted(self._states[START]), dtype=np.int64)
         sets, rows, n_rows, stopped, readings, reading_of = compiled.determinize(
             *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np,
-            self._accept_tids(), start, limit, self.max_states, -1 if work is None else int(work))
+            accept, start, limit, self.max_states, -1 if work is None else int(work))
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
         try:
             self._add_states(sets, np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
