@@ -288,3 +288,78 @@ def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypa
     with pytest.raises(LimitExceededError, match="bytes"):
         dfa.build_all(limit=20_000)
     assert 128 <= dfa.trans.shape[0] <= 301    # reserved up to the bound, not to max_states
+
+
+def _lazy_on(patterns, lazy_mask, compiled, seed, fuel_units, max_states, max_bytes):
+    """A fresh lexer whose rows are all built lazily, in a seeded random order of single rows
+    (``compute_row``) and batches (``ensure_rows``), each call a step with a refilled work budget;
+    the outcome of every call (None or the error), the fuel after it, and the final lexer."""
+    import random
+
+    from guidewire.core.limits import Fuel
+    old = native.set_enabled(compiled)
+    try:
+        dfa = _lexer(patterns, lazy_mask)
+        dfa.max_states, dfa.max_bytes = max_states, max_bytes
+        dfa.fuel = None if fuel_units is None else Fuel(fuel_units, None)
+        rnd = random.Random(seed)
+        events = []
+        for _ in range(60):
+            pending = np.flatnonzero(~dfa.row_done[:dfa.n_states]).tolist()
+            if not pending:
+                break
+            pick = rnd.sample(pending, min(len(pending), rnd.choice([1, 1, 2, 5, 40])))
+            if dfa.fuel is not None:
+                dfa.fuel.refill()
+            try:
+                if len(pick) == 1:
+                    dfa.compute_row(pick[0])
+                else:
+                    dfa.ensure_rows(np.array(pick, dtype=np.int64))
+                events.append(None)
+            except lexer.LimitExceededError as exc:
+                events.append((type(exc).__name__, str(exc)))
+            events.append(None if dfa.fuel is None else (dfa.fuel.left, dfa.fuel.spent))
+        return events, _snapshot(dfa), dict(dfa._target_cache)
+    finally:
+        native.set_enabled(old)
+
+
+def test_compiled_lazy_rows_match_the_python_rows_under_every_limit():
+    """Rows built lazily in C (``lazy_rows``: a batch of states per call, new states interned into
+    the lexer's own dicts) against the Python loop, row by row: the same states, numbering, index,
+    rows, readings, byte tally and target cache, and under a work budget, a bound on states or on
+    bytes the same error at the same point of the same call, with the same fuel left and spent
+    (a refused row stays undone, the states made before the refusal stay)."""
+    if not native.available():
+        return
+    ran = {"calls": 0, "fuel": 0, "states": 0, "bytes": 0, "lazy": 0}
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+              derandomize=True)
+    @given(terminal_sets(), st.integers(0, 15), st.integers(0, 10**6),
+           st.sampled_from([None, None, 30, 120, 600]),
+           st.sampled_from([(200_000, None)] * 3 + [(6, None), (15, None), (200_000, 20_000), (200_000, 45_000)]))
+    def run(patterns, lazy_mask, seed, fuel_units, bounds):
+        args = (patterns, lazy_mask, seed, fuel_units, *bounds)
+        try:
+            ref = _lazy_on(args[0], args[1], False, *args[2:])
+        except Exception as exc:  # noqa: BLE001 - a pattern both paths must refuse alike
+            with np.testing.assert_raises(type(exc)):
+                _lazy_on(args[0], args[1], True, *args[2:])
+            return
+        got = _lazy_on(args[0], args[1], True, *args[2:])
+        assert got[0] == ref[0]
+        a, b = got[1], ref[1]
+        assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2]) and a[3:] == b[3:]
+        assert got[2] == ref[2]
+        errors = [e[1] for e in ref[0] if isinstance(e, tuple) and isinstance(e[0], str)]
+        ran["calls"] += len(ref[0]) // 2
+        ran["fuel"] += any("work units" in e for e in errors)
+        ran["states"] += any(f"exceeds {bounds[0]} states" in e for e in errors)
+        ran["bytes"] += any("bytes" in e for e in errors)
+        ran["lazy"] += bool(lazy_mask & ((1 << len(patterns)) - 1))
+
+    run()
+    assert ran["calls"] >= 600 and ran["lazy"] >= 20, ran
+    assert ran["fuel"] >= 10 and ran["states"] >= 5 and ran["bytes"] >= 5, ran

@@ -1,7 +1,7 @@
 """The compiled inner loops (``guidewire.grammar._native``) against their numpy/Python references.
 
 Each C function is compared with the path it replaces on random inputs (hypothesis): the
-lexer's row sweep (whole DFAs, state numbering included), the token walk (final states,
+lexer's rows (whole DFAs, state numbering included), the token walk (final states,
 lexeme counts and lexemes, token for token), the grouping (group keys and their token sets),
 and whole masks along random walks of real grammars and JSON Schemas with both paths on
 separately compiled grammars. Bad arrays get typed errors, never a crash.
@@ -243,16 +243,31 @@ def test_masks_are_identical_on_both_paths(smollm2, which):
 def test_bad_arrays_get_typed_errors():
     c = native.module()
     off = np.array([0, 1], dtype=np.int64)
-    lo, end, dst = np.array([97]), np.array([98]), np.array([0])
-    assert c.sweep(off, lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [0])[1] == 1
+    lo, end, dst = (np.array([v], dtype=np.int64) for v in (97, 98, 0))
+    eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
+    live, owner, none = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
+
+    def lazy(off=off, lo=lo, end=end, dst=dst, eps=eps, states=None, sids=(1,), n_states=2):
+        states = {0: (), 1: (0,)} if states is None else states
+        return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, states, {(): 0, (0,): 1}, {},
+                           list(sids), n_states, 100, -1, -1, 3400)
+    rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = lazy()
+    assert (n_done, n_new, spent, stopped) == (1, 0, 2, None)
+    assert np.frombuffer(rows, dtype=np.int32)[97] == 1
     with pytest.raises(TypeError):
-        c.sweep(off, lo.astype(np.float64), end.astype(np.int64), dst.astype(np.int64), [0])
-    with pytest.raises(IndexError):
-        c.sweep(off, lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [5])
-    with pytest.raises(ValueError):
-        c.sweep(off, np.array([200], dtype=np.int64), np.array([300], dtype=np.int64), dst.astype(np.int64), [0])
-    with pytest.raises(ValueError):   # offsets past the edge arrays
-        c.sweep(np.array([0, 5], dtype=np.int64), lo.astype(np.int64), end.astype(np.int64), dst.astype(np.int64), [0])
+        lazy(lo=lo.astype(np.float64))
+    with pytest.raises(KeyError):     # a state the lexer does not have
+        lazy(sids=(5,))
+    with pytest.raises(ValueError, match="bad edge"):
+        lazy(end=np.array([300], dtype=np.int64))
+    with pytest.raises(ValueError, match="offsets"):   # offsets past the edge arrays
+        lazy(off=np.array([0, 5], dtype=np.int64))
+    with pytest.raises(ValueError, match="epsilon"):
+        lazy(eps=(np.array([0, 1], dtype=np.int64), np.array([7], dtype=np.int64)))
+    with pytest.raises(ValueError, match="sorted NFA states"):
+        lazy(states={0: (), 1: (3,)})
+    with pytest.raises(ValueError, match="differ in length"):
+        lazy(off=np.array([0, 1, 1], dtype=np.int64))
     z = np.zeros(3, dtype=np.int64)
     with pytest.raises(ValueError):
         c.group(z, z, np.zeros(5, dtype=np.int64), z, z, np.zeros(12, dtype=np.int64), 2)
@@ -553,7 +568,7 @@ def test_eps_closure_matches_a_graph_search(n, seed, fanout, live_share):
 
 
 def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch):
-    """A lazily built lexer's per-state containers (NFA sets by state, their index, the sweep's
+    """A lazily built lexer's per-state containers (NFA sets by state, their index, the row
     target cache) hold only untracked tuples and ints on the compiled path,
     so a full collection never walks them; the alive bitsets are one int object per value."""
     import gc

@@ -107,6 +107,8 @@ class ByteDFA:
         self._lazy_np: np.ndarray | None = None   # per NFA state: its lazy terminal if it accepts one, else -1
         self._eps_closure: dict[int, tuple[int, ...]] = {}     # NFA state -> its epsilon closure (a tuple: untracked by the GC)
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
+        self._owner64: np.ndarray | None = None   # owner as int64 and the accepted terminals (for C)
+        self._accept64: np.ndarray | None = None
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
         self.nbytes = 0    # estimated memory of the states built (see STATE_BYTES)
@@ -288,6 +290,14 @@ class ByteDFA:
         """Fill the transition row of state ``sid``."""
         if self.row_done[sid]:
             return
+        compiled = native.module()
+        if compiled is not None:
+            self._rows_compiled(compiled, [sid])
+            return
+        self._row_python(sid)
+
+    def _row_python(self, sid: int) -> None:
+        """:meth:`compute_row` in Python: the reference of :meth:`_rows_compiled`."""
         nfa_set = self._states[sid]
         owner, edges = self._owner_list, self.nfa.edges
         stop = set()
@@ -297,16 +307,10 @@ class ByteDFA:
                 if tid is not None and tid in self.lazy:
                     stop.add(tid)
         movers = [x for x in nfa_set if not (stop and owner[x] in stop)] if stop else nfa_set
-        compiled = native.module()
-        if compiled is not None:    # the runs in C (cheap), charged before any state is interned
-            runs, n_edges = compiled.sweep(*self._edges_np(), movers)
-        else:
-            n_edges = sum(len(edges[x]) for x in movers)
+        n_edges = sum(len(edges[x]) for x in movers)
         if self.fuel is not None:
             self.fuel.spend(1 + n_edges)
-        if compiled is not None:
-            row = self._row_of_runs(runs)
-        elif n_edges > SWEEP_EDGES:
+        if n_edges > SWEEP_EDGES:
             row = self._sweep_numpy(movers)
         else:
             row = self._sweep(movers)
@@ -407,10 +411,65 @@ class ByteDFA:
                                   for j, k in enumerate(ranges.take(heads).tolist())])
 
     def ensure_rows(self, states: np.ndarray) -> None:
-        """Make sure the rows of all ``states`` are computed (vectorised check)."""
+        """Make sure the rows of all ``states`` are computed (vectorised check), in ascending order."""
         if states.size and not self.row_done[states].all():
-            for s in np.unique(states[~self.row_done[states]]).tolist():
-                self.compute_row(s)
+            todo = np.unique(states[~self.row_done[states]]).tolist()
+            compiled = native.module()
+            if compiled is not None:
+                self._rows_compiled(compiled, todo)
+                return
+            for s in todo:
+                self._row_python(s)
+
+    def _rows_compiled(self, compiled, sids: list[int]) -> None:
+        """The rows of states ``sids`` (not yet done, distinct) in one C call (``lazy_rows``): what
+        :meth:`_row_python` does for each in turn, new states interned in the same order into the
+        same dicts, work charged and limits taken at the same points (a refused state leaves its
+        row undone and the states made before it in place); the new states' readings come back
+        grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
+        batch, so a step's deadline is looked at after the batch (its work is bounded all the same)."""
+        if self._lazy_np is None:
+            self._lazy_np = self._lazy_tids(self._accept_tids())
+        if self._accept64 is None:
+            self._accept64 = self._accept_tids()
+        fuel = self.fuel
+        bytes_left = -1 if self.max_bytes is None else max(0, self.max_bytes - self.nbytes)
+        base = len(self._states)
+        rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = compiled.lazy_rows(
+            *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
+            self._lazy_np, self._accept64, self._states, self._index, self._target_cache, sids, base,
+            self.max_states, -1 if fuel is None else max(0, fuel.left), bytes_left, STATE_BYTES)
+        self.nbytes += nbytes
+        if n_new:
+            self._take_readings(np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
+            while base + n_new > self.trans.shape[0]:
+                self._grow()
+        if n_done:
+            done = sids[:n_done]
+            self.trans[done] = np.frombuffer(rows, dtype=np.int32).reshape(n_done, 256)
+            self.row_done[done] = True
+            self.rows_built += n_done
+        if fuel is not None:
+            fuel.spend(spent)   # raises where the Python loop would have (the budget), or past the deadline
+        if stopped == "states":
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+        if stopped == "bytes":
+            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({base + n_new} states; raise "
+                                     f"Limits.lexer_bytes or GUIDEWIRE_LEXER_BYTES)")
+        if stopped == "fuel":   # pragma: no cover - fuel.spend above raised
+            raise AssertionError("lazy_rows stopped on fuel that was not spent")
+
+    def _owner_np(self) -> np.ndarray:
+        """Per NFA state, its terminal (int64, made once)."""
+        if self._owner64 is None:
+            self._owner64 = self.owner.astype(np.int64)
+        return self._owner64
+
+    def _lazy_tids(self, accept: np.ndarray) -> np.ndarray:
+        """Per NFA state, the terminal it accepts where that terminal is lazy, else -1."""
+        is_lazy = np.zeros(len(self.terminals) + 1, dtype=bool)   # the last slot answers -1 (no terminal)
+        is_lazy[list(self.lazy)] = True
+        return np.where(is_lazy[accept], accept, -1)
 
     def step(self, sid: int, byte: int) -> int:
         """One transition (computing the row if needed)."""
@@ -457,14 +516,12 @@ class ByteDFA:
         shadowing choice runs once per pair; :meth:`_add_states` then takes the limits on states
         and bytes in id order, as :meth:`_intern` would one state at a time."""
         accept = self._accept_tids()
-        if self._lazy_np is None:   # the accepted terminal where it is lazy, else -1
-            is_lazy = np.zeros(len(self.terminals) + 1, dtype=bool)   # the last slot answers -1 (no terminal)
-            is_lazy[list(self.lazy)] = True
-            self._lazy_np = np.where(is_lazy[accept], accept, -1)
+        if self._lazy_np is None:
+            self._lazy_np = self._lazy_tids(accept)
         live = np.frombuffer(self.live, dtype=np.uint8)   # a bytearray (a byte per NFA state)
         start = np.array(sorted(self._states[START]), dtype=np.int64)
         sets, rows, n_rows, stopped, readings, reading_of = compiled.determinize(
-            *self._edges_np(), *self._eps_np(), live, self.owner.astype(np.int64), self._lazy_np,
+            *self._edges_np(), *self._eps_np(), live, self._owner_np(), self._lazy_np,
             accept, start, limit, self.max_states, -1 if work is None else int(work))
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
         try:
@@ -523,7 +580,19 @@ class ByteDFA:
             self.nbytes = int(total[n - 1]) if n else self.nbytes
         else:
             self.nbytes += n * STATE_BYTES + 32 * sum(map(len, sets[:n]))
-        picks = reading_of[:n]
+        kept = sets[:n]
+        self._states.update(zip(range(base, base + n), kept))
+        self._index.update(zip(kept, range(base, base + n)))
+        self._take_readings(reading_of[:n], readings)
+        while base + n > self.trans.shape[0]:
+            self._grow()
+        if refused is not None:
+            raise LimitExceededError(refused)
+
+    def _take_readings(self, picks: list[int], readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+        """Append the labels (``alive``, ``emit``) of new states read as ``readings[picks[i]]``
+        (accepting terminals, owners of growing NFA states; numbered in order of first use): the
+        shadowing choice runs once per reading, in the same order as :meth:`_intern` meets them."""
         alive_of, emit_of = [], []
         for accepting, growing in readings[:max(picks, default=-1) + 1]:
             alive = 0
@@ -535,15 +604,8 @@ class ByteDFA:
                     alive |= 1 << t
             alive_of.append(self._alive_memo.setdefault(alive, alive))
             emit_of.append(best)
-        kept = sets[:n]
-        self._states.update(zip(range(base, base + n), kept))
-        self._index.update(zip(kept, range(base, base + n)))
         self.alive.extend([alive_of[r] for r in picks])
         self.emit.extend([emit_of[r] for r in picks])
-        while base + n > self.trans.shape[0]:
-            self._grow()
-        if refused is not None:
-            raise LimitExceededError(refused)
 
     def _eps_np(self) -> tuple[np.ndarray, np.ndarray]:
         """All epsilon moves as arrays: per-state offsets, targets."""

@@ -1,0 +1,644 @@
+/* guidewire.grammar._native: the lexer's subset construction (lexer.ByteDFA).
+ *
+ * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, start_set, limit,
+ *             max_states, work) -> (sets, rows, n_rows, stopped, readings, reading_of)
+ *
+ * Subset construction of a fresh lexer DFA, as ByteDFA.build_all does it in Python: states are
+ * processed in id order (0 = DEAD = the empty set, 1 = START = ``start_set``), each row's byte
+ * ranges in ascending order, and a new NFA-state set (the epsilon closure, through live states
+ * only, of a range's targets) gets the next id, so the numbering is the Python one. A state
+ * holding the accepting NFA state of a lazy terminal (lazy_tid[s] >= 0) does not move that
+ * terminal's NFA states. Edges: state s owns edges offsets[s]..offsets[s+1]-1, each covering
+ * bytes lo..end-1 (end exclusive) towards dst; epsilon moves: state s owns eps_dst[eps_off[s] ..
+ * eps_off[s+1]-1]. ``sets``: the NFA sets of the states after START, sorted tuples in id order;
+ * ``rows``: bytes of n_rows x 256 int32 (the rows of states 0 .. n_rows-1); ``stopped``: None,
+ * "limit" (a state numbered ``limit`` would need its row), "states" (more than ``max_states``
+ * states interned) or "work" (a row would start with more than ``work`` units spent; < 0: no
+ * bound). Work is counted as core.limits.Fuel is charged by compute_row and _intern: a row costs
+ * 1 + the movers' edges, a new state 1 + its NFA states; so the budget stops the build at the same
+ * row on every machine and on both paths.
+ * Readings of the states in ``sets`` (what ByteDFA._intern reads off a new state's NFA set), interned:
+ * ``readings`` lists each distinct (accepting, growing) pair, ``accepting`` the sorted distinct
+ * accept_tid of the set's states that accept a terminal (accept_tid[s] >= 0), ``growing`` the
+ * sorted distinct owners of its states other than accepting states without edges (finished
+ * lexemes); ``reading_of``: bytes of int32, the index into ``readings`` of each state of ``sets``.
+ *
+ * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, states, index, cache,
+ *           sids, n_states, max_states, fuel_left, bytes_left, state_bytes)
+ *     -> (rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of)
+ *
+ * The rows of existing states ``sids`` (in that order) of a lexer being built lazily, as
+ * ByteDFA.compute_row computes them one by one in Python; the lexer's own dicts are read and
+ * extended in place: ``states`` (id -> sorted NFA-set tuple), ``index`` (NFA-set tuple -> id) and
+ * ``cache`` (sorted target tuple of a byte range -> id). A new state gets id n_states, n_states + 1,
+ * ... and goes into all three; tuples made here are untracked by the cyclic collector. Limits are
+ * taken where compute_row and _intern take them, in the same order: a row is charged 1 + its
+ * movers' edges before it interns anything; a new state is refused past ``max_states`` states
+ * ("states"), then charged 1 + its NFA states, then refused past ``bytes_left`` bytes of
+ * ``state_bytes`` + 32 per NFA state ("bytes"); work past ``fuel_left`` stops with "fuel" (< 0: no
+ * bound on fuel or bytes). A stop leaves the row it happened in undone and the states made before
+ * it in place. ``rows``: bytes of n_done x 256 int32, the rows of sids[:n_done]; ``spent``: the work
+ * charged (the caller passes it to Fuel.spend); ``nbytes``: the bytes the new states take;
+ * ``readings`` / ``reading_of``: as determinize's, for the n_new new states in id order.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_native_buf.h"
+
+typedef struct {
+    int64_t *pool; size_t pool_len, pool_cap;        /* members of every set, back to back */
+    int64_t *off; int64_t *len; size_t n, cap;        /* per state: its slice of the pool */
+    int64_t *table; size_t tcap;                      /* open addressing: state ids, -1 empty */
+} SetIndex;
+
+static void set_index_free(SetIndex *x) {
+    free(x->pool); free(x->off); free(x->len); free(x->table);
+}
+
+static uint64_t hash_set(const int64_t *m, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)m[i]) * 0x100000001B3ull;
+    return h ^ (h >> 31);
+}
+
+static int set_index_grow(SetIndex *x) {
+    size_t tcap = x->tcap ? x->tcap * 2 : 1024;
+    int64_t *t = malloc(sizeof(int64_t) * tcap);
+    if (!t) return -1;
+    for (size_t i = 0; i < tcap; i++) t[i] = -1;
+    for (size_t id = 0; id < x->n; id++) {
+        uint64_t h = hash_set(x->pool + x->off[id], x->len[id]) & (tcap - 1);
+        while (t[h] >= 0) h = (h + 1) & (tcap - 1);
+        t[h] = (int64_t)id;
+    }
+    free(x->table);
+    x->table = t;
+    x->tcap = tcap;
+    return 0;
+}
+
+/* the id of the set m[0..n-1] (sorted), interning it when new; -1 on memory failure */
+static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
+    if ((x->n + 1) * 2 > x->tcap && set_index_grow(x) < 0) return -1;
+    uint64_t h = hash_set(m, n) & (x->tcap - 1);
+    while (x->table[h] >= 0) {
+        int64_t id = x->table[h];
+        if (x->len[id] == n && memcmp(x->pool + x->off[id], m, sizeof(int64_t) * (size_t)n) == 0) return id;
+        h = (h + 1) & (x->tcap - 1);
+    }
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 256;
+        int64_t *o = realloc(x->off, sizeof(int64_t) * cap), *l;
+        if (!o) return -1;
+        x->off = o;
+        l = realloc(x->len, sizeof(int64_t) * cap);
+        if (!l) return -1;
+        x->len = l;
+        x->cap = cap;
+    }
+    if (x->pool_len + (size_t)n > x->pool_cap) {
+        size_t cap = x->pool_cap ? x->pool_cap : 4096;
+        while (cap < x->pool_len + (size_t)n) cap *= 2;
+        int64_t *p = realloc(x->pool, sizeof(int64_t) * cap);
+        if (!p) return -1;
+        x->pool = p;
+        x->pool_cap = cap;
+    }
+    memcpy(x->pool + x->pool_len, m, sizeof(int64_t) * (size_t)n);
+    x->off[x->n] = (int64_t)x->pool_len;
+    x->len[x->n] = n;
+    x->pool_len += (size_t)n;
+    x->table[h] = (int64_t)x->n;
+    return (int64_t)x->n++;
+}
+
+/* The NFA's arrays, borrowed from the caller's buffers. */
+typedef struct {
+    const int64_t *OFF, *LO, *END, *DST, *EOFF, *EDST, *OWN, *LAZY, *ACC;
+    const unsigned char *LIVE;
+    Py_ssize_t n_nfa, n_edges, n_eps;
+} Nfa;
+
+/* Scratch space of the row and closure computations, sized once per call. */
+typedef struct {
+    uint32_t *mark; uint32_t stamp;
+    int64_t *stack, *members, *cnt, *pos, *tgt, *movers, *stops;
+    size_t members_cap, tgt_cap, movers_cap;
+    int n_el, starts[257];
+} Scratch;
+
+static int scratch_init(Scratch *w, Py_ssize_t n_nfa) {
+    memset(w, 0, sizeof *w);
+    w->mark = calloc((size_t)n_nfa + 1, sizeof(uint32_t));
+    w->stack = malloc(sizeof(int64_t) * ((size_t)n_nfa + 1));
+    w->cnt = malloc(sizeof(int64_t) * 258);
+    w->pos = malloc(sizeof(int64_t) * 258);
+    w->stops = malloc(sizeof(int64_t) * ((size_t)n_nfa + 1));
+    if (!w->mark || !w->stack || !w->cnt || !w->pos || !w->stops) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static void scratch_free(Scratch *w) {
+    free(w->mark); free(w->stack); free(w->members); free(w->cnt); free(w->pos); free(w->tgt); free(w->movers);
+    free(w->stops);
+}
+
+/* The row of NFA set m[0..n-1]: its movers (less the states of lazy terminals accepting here), the
+ * elementary byte ranges of their edges (range k covers bytes starts[k] .. starts[k+1]-1) and each
+ * range's targets, sorted and distinct, in tgt[pos[k] .. cnt[k]). Returns the work of the row
+ * (1 + the movers' edges), -1 with an exception set. Moves are checked as they are read. */
+static long long row_targets(const Nfa *A, Scratch *w, const int64_t *m, int64_t n) {
+    if ((size_t)n > w->movers_cap) {
+        w->movers_cap = (size_t)n * 2;
+        int64_t *mv = realloc(w->movers, sizeof(int64_t) * w->movers_cap);
+        if (!mv) { PyErr_NoMemory(); return -1; }
+        w->movers = mv;
+    }
+    int64_t n_stop = 0, n_mov = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (A->LAZY[m[j]] >= 0) w->stops[n_stop++] = A->LAZY[m[j]];
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = m[j], o = A->OWN[s];
+        int stop = 0;
+        for (int64_t q = 0; q < n_stop && !stop; q++) stop = w->stops[q] == o;
+        if (!stop) w->movers[n_mov++] = s;
+    }
+    unsigned char point[258];
+    memset(point, 0, sizeof point);
+    long long work = 1;
+    for (int64_t j = 0; j < n_mov; j++) {
+        int64_t s = w->movers[j];
+        if (A->OFF[s] < 0 || A->OFF[s] > A->OFF[s + 1] || A->OFF[s + 1] > A->n_edges) {
+            PyErr_Format(PyExc_ValueError, "bad edge offsets of NFA state %lld", (long long)s);
+            return -1;
+        }
+        work += A->OFF[s + 1] - A->OFF[s];
+        for (int64_t e = A->OFF[s]; e < A->OFF[s + 1]; e++) {
+            if (A->LO[e] < 0 || A->END[e] > 256 || A->LO[e] >= A->END[e] || A->DST[e] < 0 || A->DST[e] >= A->n_nfa) {
+                PyErr_Format(PyExc_ValueError, "bad edge %lld", (long long)e);
+                return -1;
+            }
+            point[A->LO[e]] = 1;
+            point[A->END[e]] = 1;
+        }
+    }
+    int range_of[257], n_ranges = 0;
+    for (int p = 0; p <= 256; p++) {
+        range_of[p] = -1;
+        if (point[p]) { range_of[p] = n_ranges; w->starts[n_ranges++] = p; }
+    }
+    int n_el = w->n_el = n_ranges > 0 ? n_ranges - 1 : 0;
+    size_t total = 0;
+    for (int k = 0; k <= n_el; k++) w->cnt[k] = 0;
+    for (int64_t j = 0; j < n_mov; j++)
+        for (int64_t e = A->OFF[w->movers[j]]; e < A->OFF[w->movers[j] + 1]; e++) {
+            int f = range_of[A->LO[e]], l = range_of[A->END[e]];
+            for (int k = f; k < l; k++) w->cnt[k]++;
+            total += (size_t)(l - f);
+        }
+    if (total > w->tgt_cap) {
+        w->tgt_cap = total * 2;
+        int64_t *t = realloc(w->tgt, sizeof(int64_t) * w->tgt_cap);
+        if (!t) { PyErr_NoMemory(); return -1; }
+        w->tgt = t;
+    }
+    int64_t acc = 0;
+    for (int k = 0; k < n_el; k++) { w->pos[k] = acc; acc += w->cnt[k]; w->cnt[k] = w->pos[k]; }
+    w->pos[n_el] = acc;
+    for (int64_t j = 0; j < n_mov; j++)
+        for (int64_t e = A->OFF[w->movers[j]]; e < A->OFF[w->movers[j] + 1]; e++) {
+            int f = range_of[A->LO[e]], l = range_of[A->END[e]];
+            for (int k = f; k < l; k++) w->tgt[w->cnt[k]++] = A->DST[e];
+        }
+    for (int k = 0; k < n_el; k++) {   /* sort and deduplicate; cnt[k] becomes the range's end */
+        int64_t a = w->pos[k], b = w->cnt[k];
+        if (a == b) continue;
+        qsort(w->tgt + a, (size_t)(b - a), sizeof(int64_t), cmp_i64);
+        int64_t q = a + 1;
+        for (int64_t j = a + 1; j < b; j++)
+            if (w->tgt[j] != w->tgt[q - 1]) w->tgt[q++] = w->tgt[j];
+        w->cnt[k] = q;
+    }
+    return work;
+}
+
+/* The epsilon closure, through live states only, of seeds[0..n-1], sorted into w->members;
+ * returns its size, -1 with an exception set. */
+static int64_t closure(const Nfa *A, Scratch *w, const int64_t *seeds, int64_t n) {
+    if (++w->stamp == 0) { memset(w->mark, 0, sizeof(uint32_t) * ((size_t)A->n_nfa + 1)); w->stamp = 1; }
+    uint32_t stamp = w->stamp;
+    int64_t n_mem = 0, sp = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t seed = seeds[j];
+        if (!A->LIVE[seed] || w->mark[seed] == stamp) continue;
+        w->mark[seed] = stamp;
+        w->stack[sp++] = seed;
+        while (sp) {
+            int64_t s = w->stack[--sp];
+            if ((size_t)n_mem >= w->members_cap) {
+                w->members_cap = w->members_cap ? w->members_cap * 2 : 256;
+                int64_t *mm = realloc(w->members, sizeof(int64_t) * w->members_cap);
+                if (!mm) { PyErr_NoMemory(); return -1; }
+                w->members = mm;
+            }
+            w->members[n_mem++] = s;
+            if (A->EOFF[s] < 0 || A->EOFF[s] > A->EOFF[s + 1] || A->EOFF[s + 1] > A->n_eps) {
+                PyErr_Format(PyExc_ValueError, "bad epsilon offsets of NFA state %lld", (long long)s);
+                return -1;
+            }
+            for (int64_t e = A->EOFF[s]; e < A->EOFF[s + 1]; e++) {
+                int64_t t = A->EDST[e];
+                if (t < 0 || t >= A->n_nfa) {
+                    PyErr_Format(PyExc_ValueError, "bad epsilon target %lld", (long long)e);
+                    return -1;
+                }
+                if (A->LIVE[t] && w->mark[t] != stamp) { w->mark[t] = stamp; w->stack[sp++] = t; }
+            }
+        }
+    }
+    qsort(w->members, (size_t)n_mem, sizeof(int64_t), cmp_i64);
+    return n_mem;
+}
+
+/* The reading of NFA set m[0..n-1] interned in RD: key = [n accepting, accepting..., growing...],
+ * both parts sorted and distinct (``key`` holds 2n + 1). Its id, -1 on memory failure. */
+static int64_t reading_id(const Nfa *A, SetIndex *RD, int64_t *key, const int64_t *m, int64_t n) {
+    int64_t n_acc = 0, n_grow = 0;
+    int64_t *a = key + 1, *g = key + 1 + n;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = m[j], t = A->ACC[s];
+        if (t >= 0) a[n_acc++] = t;
+        if (t < 0 || A->OFF[s + 1] > A->OFF[s]) g[n_grow++] = A->OWN[s];
+    }
+    qsort(a, (size_t)n_acc, sizeof(int64_t), cmp_i64);
+    qsort(g, (size_t)n_grow, sizeof(int64_t), cmp_i64);
+    int64_t k = 1;
+    for (int64_t j = 0; j < n_acc; j++) if (k == 1 || a[j] != key[k - 1]) key[k++] = a[j];
+    key[0] = k - 1;
+    int64_t first_g = k;
+    for (int64_t j = 0; j < n_grow; j++) if (k == first_g || g[j] != key[k - 1]) key[k++] = g[j];
+    return set_index_get(RD, key, k);
+}
+
+/* The readings list of RD: (accepting, growing) tuple pairs; NULL with an exception set. */
+static PyObject *readings_list(const SetIndex *RD) {
+    PyObject *readings = PyList_New((Py_ssize_t)RD->n);
+    if (!readings) return NULL;
+    for (size_t r = 0; r < RD->n; r++) {
+        const int64_t *m = RD->pool + RD->off[r];
+        int64_t n_acc = m[0], n_grow = RD->len[r] - 1 - n_acc;
+        PyObject *ta = PyTuple_New((Py_ssize_t)n_acc), *tg = PyTuple_New((Py_ssize_t)n_grow), *pair;
+        if (!ta || !tg) { Py_XDECREF(ta); Py_XDECREF(tg); Py_DECREF(readings); return NULL; }
+        for (int64_t j = 0; j < n_acc + n_grow; j++) {
+            PyObject *v = PyLong_FromLongLong(m[1 + j]);
+            if (!v) { Py_DECREF(ta); Py_DECREF(tg); Py_DECREF(readings); return NULL; }
+            if (j < n_acc) PyTuple_SET_ITEM(ta, j, v); else PyTuple_SET_ITEM(tg, j - n_acc, v);
+        }
+        pair = PyTuple_Pack(2, ta, tg);
+        Py_DECREF(ta); Py_DECREF(tg);
+        if (!pair) { Py_DECREF(readings); return NULL; }
+        PyList_SET_ITEM(readings, (Py_ssize_t)r, pair);
+    }
+    return readings;
+}
+
+/* An untracked tuple of the ints m[0..n-1]; NULL with an exception set. */
+static PyObject *int_tuple(const int64_t *m, int64_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (!t) return NULL;
+    for (int64_t j = 0; j < n; j++) {
+        PyObject *v = PyLong_FromLongLong(m[j]);
+        if (!v) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, j, v);
+    }
+    untrack_int_tuple(t);
+    return t;
+}
+
+/* The NFA arrays from ten buffers, their lengths checked against each other; -1 with an exception. */
+static int nfa_from(Nfa *A, Buf *b, const char *who) {
+    A->OFF = b[0].view.buf; A->LO = b[1].view.buf; A->END = b[2].view.buf; A->DST = b[3].view.buf;
+    A->EOFF = b[4].view.buf; A->EDST = b[5].view.buf; A->LIVE = b[6].view.buf; A->OWN = b[7].view.buf;
+    A->LAZY = b[8].view.buf; A->ACC = b[9].view.buf;
+    A->n_nfa = LEN(b[0], 8) - 1; A->n_edges = LEN(b[1], 8); A->n_eps = LEN(b[5], 8);
+    if (A->n_nfa < 0 || LEN(b[2], 8) != A->n_edges || LEN(b[3], 8) != A->n_edges || LEN(b[4], 8) != A->n_nfa + 1 ||
+        LEN(b[6], 1) != A->n_nfa || LEN(b[7], 8) != A->n_nfa || LEN(b[8], 8) != A->n_nfa || LEN(b[9], 8) != A->n_nfa) {
+        PyErr_Format(PyExc_ValueError, "%s: NFA arrays differ in length", who);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *NFA_NAMES[10] = {"offsets", "lo", "end", "dst", "eps_off", "eps_dst", "live", "owner", "lazy_tid",
+                                    "accept_tid"};
+
+static int nfa_bufs(PyObject **objs, Buf *b) {
+    for (int i = 0; i < 10; i++)
+        if (get_buf(objs[i], &b[i], NFA_NAMES[i], i == 6 ? 1 : 8, 0)) return -1;
+    return 0;
+}
+
+static void nfa_release(Buf *b) {
+    for (int i = 0; i < 10; i++) release(&b[i]);
+}
+
+PyObject *native_determinize(PyObject *self, PyObject *args) {
+    PyObject *o[10], *o_start;
+    Py_ssize_t limit, max_states;
+    long long work;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &o[9], &o_start, &limit, &max_states, &work))
+        return NULL;
+    Buf b[10], start = {0};
+    memset(b, 0, sizeof b);
+    Nfa A;
+    Scratch w;
+    memset(&w, 0, sizeof w);
+    PyObject *result = NULL, *sets = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
+    SetIndex X = {0}, RD = {0};
+    int32_t *reading_of = NULL;
+    int64_t *key = NULL;
+    int32_t *rows = NULL;
+    size_t rows_cap = 0;
+    if (nfa_bufs(o, b) || get_buf(o_start, &start, "start_set", 8, 0) || nfa_from(&A, b, "determinize")) goto done;
+    const int64_t *ST = start.view.buf;
+    for (Py_ssize_t s = 0; s < A.n_nfa; s++) {
+        if (A.OFF[s] < 0 || A.OFF[s] > A.OFF[s + 1] || A.OFF[s + 1] > A.n_edges || A.EOFF[s] < 0 ||
+            A.EOFF[s] > A.EOFF[s + 1] || A.EOFF[s + 1] > A.n_eps) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad edge offsets of NFA state %zd", s);
+            goto done;
+        }
+    }
+    for (Py_ssize_t e = 0; e < A.n_edges; e++)
+        if (A.LO[e] < 0 || A.END[e] > 256 || A.LO[e] >= A.END[e] || A.DST[e] < 0 || A.DST[e] >= A.n_nfa) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad edge %zd", e);
+            goto done;
+        }
+    for (Py_ssize_t e = 0; e < A.n_eps; e++)
+        if (A.EDST[e] < 0 || A.EDST[e] >= A.n_nfa) {
+            PyErr_Format(PyExc_ValueError, "determinize: bad epsilon target %zd", e);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < LEN(start, 8); i++)
+        if (ST[i] < 0 || ST[i] >= A.n_nfa || (i > 0 && ST[i] <= ST[i - 1])) {
+            PyErr_SetString(PyExc_ValueError, "determinize: start_set must be sorted NFA states");
+            goto done;
+        }
+    if (limit < 1) limit = 1;
+    if (scratch_init(&w, A.n_nfa) < 0) goto done;
+    if (set_index_get(&X, NULL, 0) != 0 || set_index_get(&X, ST, LEN(start, 8)) != 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "determinize: start_set must not be empty");
+        goto done;
+    }
+    const char *stopped = NULL;
+    long long spent = 0;   /* work units, as Fuel counts them */
+    size_t n_rows = 1;   /* DEAD's row: all DEAD */
+    rows_cap = 1024;
+    rows = calloc(rows_cap * 256, sizeof(int32_t));
+    if (!rows) { PyErr_NoMemory(); goto done; }
+    for (size_t sid = 1; sid < X.n; sid++) {
+        if ((Py_ssize_t)sid >= limit) {   /* rows of states 0 .. limit-1 only, as build_all */
+            stopped = "limit";
+            break;
+        }
+        if (work >= 0 && spent > work) {   /* where build_all looks at its tally */
+            stopped = "work";
+            break;
+        }
+        if (sid >= rows_cap) {
+            int32_t *r = realloc(rows, sizeof(int32_t) * 256 * rows_cap * 2);
+            if (!r) { PyErr_NoMemory(); goto done; }
+            rows = r;
+            memset(rows + 256 * rows_cap, 0, sizeof(int32_t) * 256 * rows_cap);
+            rows_cap *= 2;
+        }
+        int32_t *row = rows + 256 * sid;
+        long long cost = row_targets(&A, &w, X.pool + X.off[sid], X.len[sid]);
+        if (cost < 0) goto done;
+        spent += cost;
+        int64_t prev_a = -1, prev_n = 0, prev_id = 0;
+        for (int k = 0; k < w.n_el; k++) {
+            int64_t a = w.pos[k], m = w.cnt[k];
+            if (a == m) continue;
+            int64_t nt = m - a, id;
+            if (prev_a >= 0 && prev_n == nt && memcmp(w.tgt + prev_a, w.tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
+                id = prev_id;   /* the same targets as the range before: the same state */
+            } else {
+                int64_t n_mem = closure(&A, &w, w.tgt + a, nt);
+                if (n_mem < 0) goto done;
+                size_t before = X.n;
+                id = set_index_get(&X, w.members, n_mem);
+                if (id < 0) { PyErr_NoMemory(); goto done; }
+                if (X.n > before) spent += 1 + n_mem;   /* a new state, as _intern charges it */
+                if ((Py_ssize_t)X.n > max_states) stopped = "states";
+            }
+            for (int byte = w.starts[k]; byte < w.starts[k + 1]; byte++) row[byte] = (int32_t)id;
+            prev_a = a; prev_n = nt; prev_id = id;
+        }
+        n_rows = sid + 1;
+        if (stopped) break;
+    }
+    sets = PyList_New(0);
+    if (!sets) goto done;
+    for (size_t id = 2; id < X.n; id++) {
+        PyObject *t = int_tuple(X.pool + X.off[id], X.len[id]);   /* a key of the lexer's state index */
+        if (!t) goto done;
+        if (PyList_Append(sets, t) < 0) { Py_DECREF(t); goto done; }
+        Py_DECREF(t);
+    }
+    rows_obj = PyBytes_FromStringAndSize((const char *)rows, (Py_ssize_t)(sizeof(int32_t) * 256 * n_rows));
+    if (!rows_obj) goto done;
+    size_t n_new = X.n > 2 ? X.n - 2 : 0, widest = 0;
+    for (size_t id = 2; id < X.n; id++) if ((size_t)X.len[id] > widest) widest = (size_t)X.len[id];
+    reading_of = malloc(sizeof(int32_t) * (n_new ? n_new : 1));
+    key = malloc(sizeof(int64_t) * (2 * widest + 1));
+    if (!reading_of || !key) { PyErr_NoMemory(); goto done; }
+    for (size_t id = 2; id < X.n; id++) {
+        int64_t rid = reading_id(&A, &RD, key, X.pool + X.off[id], X.len[id]);
+        if (rid < 0) { PyErr_NoMemory(); goto done; }
+        reading_of[id - 2] = (int32_t)rid;
+    }
+    readings = readings_list(&RD);
+    if (!readings) goto done;
+    reading_obj = PyBytes_FromStringAndSize((const char *)reading_of, (Py_ssize_t)(sizeof(int32_t) * n_new));
+    if (!reading_obj) goto done;
+    result = Py_BuildValue("(OOnsOO)", sets, rows_obj, (Py_ssize_t)n_rows, stopped, readings, reading_obj);
+done:
+    Py_XDECREF(sets); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
+    set_index_free(&RD); set_index_free(&X);
+    free(reading_of); free(key); free(rows);
+    scratch_free(&w);
+    nfa_release(b); release(&start);
+    return result;
+}
+
+/* The sorted NFA set of lexer state ``sid`` from the ``states`` dict, into *buf (grown); its size,
+ * -1 with an exception set. */
+static int64_t state_set(PyObject *states, PyObject *sid, const Nfa *A, int64_t **buf, size_t *cap) {
+    PyObject *t = PyDict_GetItemWithError(states, sid);
+    if (!t) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "lazy_rows: no lexer state %R", sid);
+        return -1;
+    }
+    if (!PyTuple_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "lazy_rows: a lexer state's NFA set must be a tuple");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if ((size_t)n + 1 > *cap) {
+        size_t c = (size_t)n * 2 + 1;
+        int64_t *p = realloc(*buf, sizeof(int64_t) * c);
+        if (!p) { PyErr_NoMemory(); return -1; }
+        *buf = p;
+        *cap = c;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, j));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v < 0 || v >= A->n_nfa || (j > 0 && v <= (*buf)[j - 1])) {
+            PyErr_SetString(PyExc_ValueError, "lazy_rows: a lexer state's NFA set must be sorted NFA states");
+            return -1;
+        }
+        (*buf)[j] = v;
+    }
+    return (int64_t)n;
+}
+
+/* the lexer state id an ``index`` or ``cache`` value names; -1 with an exception set */
+static int64_t state_id(PyObject *v, int64_t n_states) {
+    long long id = PyLong_AsLongLong(v);
+    if (id == -1 && PyErr_Occurred()) return -1;
+    if (id < 0 || id >= n_states) {
+        PyErr_Format(PyExc_ValueError, "lazy_rows: lexer state %lld out of range", id);
+        return -1;
+    }
+    return (int64_t)id;
+}
+
+PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
+    PyObject *o[10], *states, *index, *cache, *o_sids;
+    Py_ssize_t n_states, max_states, state_bytes;
+    long long fuel_left, bytes_left;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!O!OnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &PyDict_Type, &cache, &o_sids,
+                          &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
+        return NULL;
+    Buf b[10];
+    memset(b, 0, sizeof b);
+    Nfa A;
+    Scratch w;
+    memset(&w, 0, sizeof w);
+    SetIndex RD = {0};
+    PyObject *result = NULL, *seq = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
+    int32_t *rows = NULL, *reading_of = NULL;
+    int64_t *set = NULL, *key = NULL;
+    size_t set_cap = 0, key_cap = 0, reading_cap = 0;
+    if (nfa_bufs(o, b) || nfa_from(&A, b, "lazy_rows")) goto done;
+    seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
+    if (!seq) goto done;
+    Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
+    rows = malloc(sizeof(int32_t) * 256 * (size_t)(n_sids ? n_sids : 1));
+    if (!rows || scratch_init(&w, A.n_nfa) < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+    const char *stopped = NULL;
+    long long spent = 0, nbytes = 0;
+    Py_ssize_t n_done = 0;
+    int64_t n_new = 0;
+    for (Py_ssize_t i = 0; i < n_sids && !stopped; i++) {
+        PyObject *sid = PySequence_Fast_GET_ITEM(seq, i);
+        int64_t n = state_set(states, sid, &A, &set, &set_cap);
+        if (n < 0) goto done;
+        long long cost = row_targets(&A, &w, set, n);
+        if (cost < 0) goto done;
+        spent += cost;
+        if (fuel_left >= 0 && spent > fuel_left) { stopped = "fuel"; break; }
+        int32_t *row = rows + 256 * (size_t)i;
+        memset(row, 0, sizeof(int32_t) * 256);
+        int64_t prev_a = -1, prev_n = 0, prev_id = 0;
+        for (int k = 0; k < w.n_el; k++) {
+            int64_t a = w.pos[k], m = w.cnt[k];
+            if (a == m) continue;
+            int64_t nt = m - a, id;
+            if (prev_a >= 0 && prev_n == nt && memcmp(w.tgt + prev_a, w.tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
+                id = prev_id;
+            } else {
+                PyObject *tk = int_tuple(w.tgt + a, nt), *v;
+                if (!tk) goto done;
+                v = PyDict_GetItemWithError(cache, tk);
+                if (v) {
+                    id = state_id(v, n_states + n_new);
+                    Py_DECREF(tk);
+                    if (id < 0) goto done;
+                } else if (PyErr_Occurred()) {
+                    Py_DECREF(tk);
+                    goto done;
+                } else {
+                    int64_t n_mem = closure(&A, &w, w.tgt + a, nt);
+                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(w.members, n_mem), *idv = NULL;
+                    if (!mk) { Py_DECREF(tk); goto done; }
+                    v = PyDict_GetItemWithError(index, mk);
+                    if (v) {
+                        id = state_id(v, n_states + n_new);
+                        if (id < 0) { Py_DECREF(tk); Py_DECREF(mk); goto done; }
+                        Py_INCREF(v);
+                        idv = v;
+                    } else if (PyErr_Occurred()) {
+                        Py_DECREF(tk); Py_DECREF(mk);
+                        goto done;
+                    } else {   /* a new state, refused or charged as _intern does */
+                        long long size = (long long)state_bytes + 32LL * n_mem;
+                        if (n_states + n_new >= max_states) stopped = "states";
+                        else if ((spent += 1 + n_mem), fuel_left >= 0 && spent > fuel_left) stopped = "fuel";
+                        else if (bytes_left >= 0 && nbytes + size > bytes_left) stopped = "bytes";
+                        if (stopped) { Py_DECREF(tk); Py_DECREF(mk); break; }
+                        nbytes += size;
+                        id = n_states + n_new;
+                        idv = PyLong_FromLongLong(id);
+                        if ((size_t)n_new + 1 > reading_cap) {
+                            reading_cap = reading_cap ? reading_cap * 2 : 64;
+                            int32_t *r = realloc(reading_of, sizeof(int32_t) * reading_cap);
+                            if (!r) { Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
+                            reading_of = r;
+                        }
+                        if ((size_t)(2 * n_mem + 1) > key_cap) {
+                            key_cap = (size_t)(2 * n_mem + 1) * 2;
+                            int64_t *kk = realloc(key, sizeof(int64_t) * key_cap);
+                            if (!kk) { Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
+                            key = kk;
+                        }
+                        int64_t rid = reading_id(&A, &RD, key, w.members, n_mem);
+                        if (!idv || rid < 0 || PyDict_SetItem(states, idv, mk) < 0 || PyDict_SetItem(index, mk, idv) < 0) {
+                            if (!PyErr_Occurred()) PyErr_NoMemory();
+                            Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk);
+                            goto done;
+                        }
+                        reading_of[n_new++] = (int32_t)rid;
+                    }
+                    int bad = PyDict_SetItem(cache, tk, idv) < 0;
+                    Py_DECREF(idv); Py_DECREF(tk); Py_DECREF(mk);
+                    if (bad) goto done;
+                }
+            }
+            for (int byte = w.starts[k]; byte < w.starts[k + 1]; byte++) row[byte] = (int32_t)id;
+            prev_a = a; prev_n = nt; prev_id = id;
+        }
+        if (!stopped) n_done = i + 1;
+    }
+    rows_obj = PyBytes_FromStringAndSize((const char *)rows, (Py_ssize_t)(sizeof(int32_t) * 256 * (size_t)n_done));
+    readings = rows_obj ? readings_list(&RD) : NULL;
+    reading_obj = readings ? PyBytes_FromStringAndSize((const char *)reading_of, (Py_ssize_t)(sizeof(int32_t) * n_new))
+                           : NULL;
+    if (!reading_obj) goto done;
+    result = Py_BuildValue("(OnLLLsOO)", rows_obj, n_done, (long long)n_new, spent, nbytes, stopped, readings,
+                           reading_obj);
+done:
+    Py_XDECREF(seq); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
+    set_index_free(&RD);
+    free(rows); free(reading_of); free(set); free(key);
+    scratch_free(&w);
+    nfa_release(b);
+    return result;
+}
