@@ -249,8 +249,8 @@ def test_bad_arrays_get_typed_errors():
 
     def lazy(off=off, lo=lo, end=end, dst=dst, eps=eps, states=None, sids=(1,), n_states=2):
         states = {0: (), 1: (0,)} if states is None else states
-        return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, states, {(): 0, (0,): 1}, {},
-                           list(sids), n_states, 100, -1, -1, 3400)
+        return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, states, {(): 0, (0,): 1},
+                           c.subset_memo(len(off) - 1), list(sids), n_states, 100, -1, -1, 3400)
     rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = lazy()
     assert (n_done, n_new, spent, stopped) == (1, 0, 2, None)
     assert np.frombuffer(rows, dtype=np.int32)[97] == 1
@@ -268,6 +268,12 @@ def test_bad_arrays_get_typed_errors():
         lazy(states={0: (), 1: (3,)})
     with pytest.raises(ValueError, match="differ in length"):
         lazy(off=np.array([0, 1, 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="another NFA"):
+        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, c.subset_memo(3),
+                    [1], 2, 100, -1, -1, 3400)
+    with pytest.raises(ValueError):   # not a memo
+        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, object(),
+                    [1], 2, 100, -1, -1, 3400)
     z = np.zeros(3, dtype=np.int64)
     with pytest.raises(ValueError):
         c.group(z, z, np.zeros(5, dtype=np.int64), z, z, np.zeros(12, dtype=np.int64), 2)
@@ -568,8 +574,7 @@ def test_eps_closure_matches_a_graph_search(n, seed, fanout, live_share):
 
 
 def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch):
-    """A lazily built lexer's per-state containers (NFA sets by state, their index, the row
-    target cache) hold only untracked tuples and ints on the compiled path,
+    """A lazily built lexer's per-state containers (NFA sets by state, their index) hold only untracked tuples and ints on the compiled path,
     so a full collection never walks them; the alive bitsets are one int object per value."""
     import gc
 
@@ -583,7 +588,7 @@ def test_lazy_lexer_states_stay_out_of_the_cyclic_collector(smollm2, monkeypatch
             g.dfa.compute_row(q)
     dfa = g.dfa
     assert dfa.n_states >= 100
-    for name in ("_states", "_index", "_target_cache"):
+    for name in ("_states", "_index"):   # the rows' target cache is kept in C on this path (lazy_rows)
         d = getattr(dfa, name)
         assert len(d) >= 10 and not gc.is_tracked(d), name
     assert not dfa._eps_closure, "closures come from the compiled eps_closure, not the Python memo"

@@ -32,6 +32,7 @@ PyObject *native_byte_classes(PyObject *self, PyObject *args);
 /* the lexer's subset construction, whole and row by row (_native_subset.c) */
 PyObject *native_determinize(PyObject *self, PyObject *args);
 PyObject *native_lazy_rows(PyObject *self, PyObject *args);
+PyObject *native_subset_memo(PyObject *self, PyObject *args);
 
 
 /* ---------------------------------------------------------------------------------------------
@@ -903,6 +904,7 @@ static PyMethodDef methods[] = {
     {"or_groups", native_or_groups, METH_VARARGS, "OR chosen groups, dense rows or sparse id lists, into out."},
     {"determinize", native_determinize, METH_VARARGS, "Subset construction of a fresh lexer DFA (see ByteDFA.build_all)."},
     {"lazy_rows", native_lazy_rows, METH_VARARGS, "Rows of a lazily built lexer's states, new states interned (see ByteDFA.compute_row)."},
+    {"subset_memo", native_subset_memo, METH_VARARGS, "A lexer's memo for lazy_rows (scratch and target cache)."},
     {"slice_scan", native_slice_scan, METH_VARARGS, "Count (and longest) of the candidates that are short slice members."},
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},

@@ -23,15 +23,17 @@
  * sorted distinct owners of its states other than accepting states without edges (finished
  * lexemes); ``reading_of``: bytes of int32, the index into ``readings`` of each state of ``sets``.
  *
- * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, states, index, cache,
+ * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, states, index, memo,
  *           sids, n_states, max_states, fuel_left, bytes_left, state_bytes)
  *     -> (rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of)
  *
  * The rows of existing states ``sids`` (in that order) of a lexer being built lazily, as
  * ByteDFA.compute_row computes them one by one in Python; the lexer's own dicts are read and
- * extended in place: ``states`` (id -> sorted NFA-set tuple), ``index`` (NFA-set tuple -> id) and
- * ``cache`` (sorted target tuple of a byte range -> id). A new state gets id n_states, n_states + 1,
- * ... and goes into all three; tuples made here are untracked by the cyclic collector. Limits are
+ * extended in place: ``states`` (id -> sorted NFA-set tuple) and ``index`` (NFA-set tuple -> id).
+ * ``memo`` (from subset_memo(n_nfa), one per lexer) holds the scratch space and the target cache
+ * (sorted target set of a byte range -> id; the Python path's is ByteDFA._target_cache), so a range
+ * met before costs no Python object. A new state gets id n_states, n_states + 1, ... and goes into
+ * both dicts; tuples made here are untracked by the cyclic collector. Limits are
  * taken where compute_row and _intern take them, in the same order: a row is charged 1 + its
  * movers' edges before it interns anything; a new state is refused past ``max_states`` states
  * ("states"), then charged 1 + its NFA states, then refused past ``bytes_left`` bytes of
@@ -40,6 +42,10 @@
  * it in place. ``rows``: bytes of n_done x 256 int32, the rows of sids[:n_done]; ``spent``: the work
  * charged (the caller passes it to Fuel.spend); ``nbytes``: the bytes the new states take;
  * ``readings`` / ``reading_of``: as determinize's, for the n_new new states in id order.
+ *
+ * subset_memo(n_nfa) -> capsule: lazy_rows' memo for a lexer over an NFA of n_nfa states (its
+ * scratch is sized once: ~20 bytes per NFA state; its target cache holds at most one entry per
+ * byte range of a row built, so it is bounded by the lexer's own bound on states).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -145,6 +151,42 @@ static int scratch_init(Scratch *w, Py_ssize_t n_nfa) {
 static void scratch_free(Scratch *w) {
     free(w->mark); free(w->stack); free(w->members); free(w->cnt); free(w->pos); free(w->tgt); free(w->movers);
     free(w->stops);
+}
+
+/* A lazily built lexer's memo for lazy_rows, kept in a capsule by the lexer: the scratch space
+ * (sized to its NFA once, not per call) and the target cache in C (sorted target set of a byte
+ * range -> lexer state), so a row whose ranges were all met before makes no Python object. */
+typedef struct {
+    Py_ssize_t n_nfa;
+    int busy;                 /* a call is using it (a re-entrant call gets its own scratch) */
+    Scratch w;
+    SetIndex targets;
+    int64_t *target_state; size_t ts_cap;
+} SubsetMemo;
+
+#define MEMO_NAME "guidewire.grammar._native.subset_memo"
+
+static void memo_free(PyObject *capsule) {
+    SubsetMemo *m = PyCapsule_GetPointer(capsule, MEMO_NAME);
+    if (!m) { PyErr_Clear(); return; }
+    scratch_free(&m->w);
+    set_index_free(&m->targets);
+    free(m->target_state);
+    free(m);
+}
+
+/* subset_memo(n_nfa) -> a capsule for lazy_rows over an NFA of n_nfa states */
+PyObject *native_subset_memo(PyObject *self, PyObject *args) {
+    Py_ssize_t n_nfa;
+    if (!PyArg_ParseTuple(args, "n", &n_nfa)) return NULL;
+    if (n_nfa < 0) { PyErr_SetString(PyExc_ValueError, "subset_memo: n_nfa must be >= 0"); return NULL; }
+    SubsetMemo *m = calloc(1, sizeof *m);
+    if (!m) return PyErr_NoMemory();
+    m->n_nfa = n_nfa;
+    if (scratch_init(&m->w, n_nfa) < 0) { scratch_free(&m->w); free(m); return NULL; }
+    PyObject *cap = PyCapsule_New(m, MEMO_NAME, memo_free);
+    if (!cap) { scratch_free(&m->w); free(m); }
+    return cap;
 }
 
 /* The row of NFA set m[0..n-1]: its movers (less the states of lazy terminals accepting here), the
@@ -520,29 +562,44 @@ static int64_t state_id(PyObject *v, int64_t n_states) {
 }
 
 PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
-    PyObject *o[10], *states, *index, *cache, *o_sids;
+    PyObject *o[10], *states, *index, *o_memo, *o_sids;
     Py_ssize_t n_states, max_states, state_bytes;
     long long fuel_left, bytes_left;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!O!OnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &PyDict_Type, &cache, &o_sids,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!OOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_sids,
                           &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
         return NULL;
+    SubsetMemo *memo = PyCapsule_GetPointer(o_memo, MEMO_NAME);
+    if (!memo) return NULL;
     Buf b[10];
     memset(b, 0, sizeof b);
     Nfa A;
-    Scratch w;
-    memset(&w, 0, sizeof w);
+    Scratch own;
+    memset(&own, 0, sizeof own);
+    Scratch *wp = &memo->w;
+    int took = 0;
     SetIndex RD = {0};
     PyObject *result = NULL, *seq = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
     int32_t *rows = NULL, *reading_of = NULL;
     int64_t *set = NULL, *key = NULL;
     size_t set_cap = 0, key_cap = 0, reading_cap = 0;
     if (nfa_bufs(o, b) || nfa_from(&A, b, "lazy_rows")) goto done;
+    if (memo->n_nfa != A.n_nfa) {
+        PyErr_SetString(PyExc_ValueError, "lazy_rows: the memo was made for another NFA");
+        goto done;
+    }
     seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
     if (!seq) goto done;
     Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
     rows = malloc(sizeof(int32_t) * 256 * (size_t)(n_sids ? n_sids : 1));
-    if (!rows || scratch_init(&w, A.n_nfa) < 0) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+    if (!rows) { PyErr_NoMemory(); goto done; }
+    if (memo->busy) {   /* re-entered (a finalizer run by the collector): scratch of its own */
+        if (scratch_init(&own, A.n_nfa) < 0) goto done;
+        wp = &own;
+    } else {
+        memo->busy = took = 1;
+    }
+
     const char *stopped = NULL;
     long long spent = 0, nbytes = 0;
     Py_ssize_t n_done = 0;
@@ -551,78 +608,85 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
         PyObject *sid = PySequence_Fast_GET_ITEM(seq, i);
         int64_t n = state_set(states, sid, &A, &set, &set_cap);
         if (n < 0) goto done;
-        long long cost = row_targets(&A, &w, set, n);
+        long long cost = row_targets(&A, wp, set, n);
         if (cost < 0) goto done;
         spent += cost;
         if (fuel_left >= 0 && spent > fuel_left) { stopped = "fuel"; break; }
         int32_t *row = rows + 256 * (size_t)i;
         memset(row, 0, sizeof(int32_t) * 256);
         int64_t prev_a = -1, prev_n = 0, prev_id = 0;
-        for (int k = 0; k < w.n_el; k++) {
-            int64_t a = w.pos[k], m = w.cnt[k];
+        for (int k = 0; k < wp->n_el; k++) {
+            int64_t a = wp->pos[k], m = wp->cnt[k];
             if (a == m) continue;
             int64_t nt = m - a, id;
-            if (prev_a >= 0 && prev_n == nt && memcmp(w.tgt + prev_a, w.tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
+            if (prev_a >= 0 && prev_n == nt && memcmp(wp->tgt + prev_a, wp->tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
                 id = prev_id;
             } else {
-                PyObject *tk = int_tuple(w.tgt + a, nt), *v;
-                if (!tk) goto done;
-                v = PyDict_GetItemWithError(cache, tk);
-                if (v) {
-                    id = state_id(v, n_states + n_new);
-                    Py_DECREF(tk);
-                    if (id < 0) goto done;
-                } else if (PyErr_Occurred()) {
-                    Py_DECREF(tk);
-                    goto done;
+                size_t known = memo->targets.n;
+                int64_t slot = set_index_get(&memo->targets, wp->tgt + a, nt);
+                if (slot < 0) { PyErr_NoMemory(); goto done; }
+                if ((size_t)slot < known && memo->target_state[slot] >= 0) {   /* met before: its state */
+                    id = memo->target_state[slot];
+                    if (id < 0 || id >= n_states + n_new) {
+                        PyErr_SetString(PyExc_ValueError, "lazy_rows: the memo names a state the lexer does not have");
+                        goto done;
+                    }
                 } else {
-                    int64_t n_mem = closure(&A, &w, w.tgt + a, nt);
-                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(w.members, n_mem), *idv = NULL;
-                    if (!mk) { Py_DECREF(tk); goto done; }
+                    PyObject *v;
+                    if ((size_t)slot >= memo->ts_cap) {
+                        size_t c = memo->ts_cap ? memo->ts_cap * 2 : 1024;
+                        int64_t *p = realloc(memo->target_state, sizeof(int64_t) * c);
+                        if (!p) { PyErr_NoMemory(); goto done; }
+                        memo->target_state = p;
+                        memo->ts_cap = c;
+                    }
+                    memo->target_state[slot] = -1;   /* not known yet (a refusal below leaves it so) */
+                    int64_t n_mem = closure(&A, wp, wp->tgt + a, nt);
+                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, n_mem), *idv = NULL;
+                    if (!mk) goto done;
                     v = PyDict_GetItemWithError(index, mk);
                     if (v) {
                         id = state_id(v, n_states + n_new);
-                        if (id < 0) { Py_DECREF(tk); Py_DECREF(mk); goto done; }
+                        if (id < 0) { Py_DECREF(mk); goto done; }
                         Py_INCREF(v);
                         idv = v;
                     } else if (PyErr_Occurred()) {
-                        Py_DECREF(tk); Py_DECREF(mk);
+                        Py_DECREF(mk);
                         goto done;
                     } else {   /* a new state, refused or charged as _intern does */
                         long long size = (long long)state_bytes + 32LL * n_mem;
                         if (n_states + n_new >= max_states) stopped = "states";
                         else if ((spent += 1 + n_mem), fuel_left >= 0 && spent > fuel_left) stopped = "fuel";
                         else if (bytes_left >= 0 && nbytes + size > bytes_left) stopped = "bytes";
-                        if (stopped) { Py_DECREF(tk); Py_DECREF(mk); break; }
+                        if (stopped) { Py_DECREF(mk); break; }
                         nbytes += size;
                         id = n_states + n_new;
                         idv = PyLong_FromLongLong(id);
                         if ((size_t)n_new + 1 > reading_cap) {
                             reading_cap = reading_cap ? reading_cap * 2 : 64;
                             int32_t *r = realloc(reading_of, sizeof(int32_t) * reading_cap);
-                            if (!r) { Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
+                            if (!r) { Py_XDECREF(idv); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
                             reading_of = r;
                         }
                         if ((size_t)(2 * n_mem + 1) > key_cap) {
                             key_cap = (size_t)(2 * n_mem + 1) * 2;
                             int64_t *kk = realloc(key, sizeof(int64_t) * key_cap);
-                            if (!kk) { Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
+                            if (!kk) { Py_XDECREF(idv); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
                             key = kk;
                         }
-                        int64_t rid = reading_id(&A, &RD, key, w.members, n_mem);
+                        int64_t rid = reading_id(&A, &RD, key, wp->members, n_mem);
                         if (!idv || rid < 0 || PyDict_SetItem(states, idv, mk) < 0 || PyDict_SetItem(index, mk, idv) < 0) {
                             if (!PyErr_Occurred()) PyErr_NoMemory();
-                            Py_XDECREF(idv); Py_DECREF(tk); Py_DECREF(mk);
+                            Py_XDECREF(idv); Py_DECREF(mk);
                             goto done;
                         }
                         reading_of[n_new++] = (int32_t)rid;
                     }
-                    int bad = PyDict_SetItem(cache, tk, idv) < 0;
-                    Py_DECREF(idv); Py_DECREF(tk); Py_DECREF(mk);
-                    if (bad) goto done;
+                    memo->target_state[slot] = id;
+                    Py_DECREF(idv); Py_DECREF(mk);
                 }
             }
-            for (int byte = w.starts[k]; byte < w.starts[k + 1]; byte++) row[byte] = (int32_t)id;
+            for (int byte = wp->starts[k]; byte < wp->starts[k + 1]; byte++) row[byte] = (int32_t)id;
             prev_a = a; prev_n = nt; prev_id = id;
         }
         if (!stopped) n_done = i + 1;
@@ -638,7 +702,8 @@ done:
     Py_XDECREF(seq); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
     set_index_free(&RD);
     free(rows); free(reading_of); free(set); free(key);
-    scratch_free(&w);
+    scratch_free(&own);
+    if (took) memo->busy = 0;
     nfa_release(b);
     return result;
 }

@@ -68,8 +68,8 @@ class DfaMirror:
         dfa = self.dfa
         n = dfa.n_states
         if n > self._n:
-            if n > self._cap:
-                self._grow(max(n, 2 * self._cap, 64))
+            if n > self._cap:   # as much room as the lexer's table has (it reserves ahead, see ByteDFA._grow)
+                self._grow(max(n, 2 * self._cap, 64, dfa.trans.shape[0]))
             old = self._n
             self.emit[old:n] = dfa.emit[old:n]
             alive_id = self.alive_id

@@ -34,6 +34,7 @@ STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 ro
 NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
 RESERVE_FROM = 8192  # lexer tables past this many rows grow RESERVE_STEP-fold, then to their limit (ByteDFA._grow)
 RESERVE_STEP = 8
+CHOOSE_VECTOR = 48  # a lexeme accepted by more terminals than this is read with numpy (_choose_numpy)
 FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
@@ -107,8 +108,10 @@ class ByteDFA:
         self._lazy_np: np.ndarray | None = None   # per NFA state: its lazy terminal if it accepts one, else -1
         self._eps_closure: dict[int, tuple[int, ...]] = {}     # NFA state -> its epsilon closure (a tuple: untracked by the GC)
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
+        self._term_arrays: tuple[np.ndarray, ...] | None = None   # per terminal, for _choose_numpy
         self._owner64: np.ndarray | None = None   # owner as int64 and the accepted terminals (for C)
         self._accept64: np.ndarray | None = None
+        self._subset_memo = None    # lazy_rows' scratch and target cache (a capsule, C path only)
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
         self.nbytes = 0    # estimated memory of the states built (see STATE_BYTES)
@@ -245,6 +248,8 @@ class ByteDFA:
         return best
 
     def _choose(self, accepting: list[int]) -> int:
+        if len(accepting) > CHOOSE_VECTOR:
+            return self.term_set_id(self._choose_numpy(accepting))
         terms = self.terminals
         real = [t for t in accepting if not terms[t].ignored]
         pool = real or accepting
@@ -263,6 +268,34 @@ class ByteDFA:
             free.extend(t for t in members if terms[t].priority == top)
         chosen = tuple(sorted(free))
         return self.term_set_id(chosen)
+
+    def _choose_numpy(self, accepting: list[int]) -> tuple[int, ...]:
+        """The reading :meth:`_choose` picks among many accepting terminals, vectorised over
+        per-terminal arrays (priority, literal, infinite, ignored, family)."""
+        if self._term_arrays is None:
+            ts = self.terminals
+            self._term_arrays = tuple(np.array([getattr(t, f) for t in ts], dtype=d) for f, d in (
+                ("priority", np.int64), ("literal", bool), ("infinite", bool), ("ignored", bool), ("family", np.int64)))
+        priority, literal, infinite, ignored, family = self._term_arrays
+        pool = np.array(accepting, dtype=np.int64)
+        real = pool[~ignored.take(pool)]
+        pool = real if real.size else pool
+        fam = family.take(pool)
+        free = pool[fam < 0]
+        if free.size:
+            pr = priority.take(free)
+            free = free[pr == pr.max()]
+            lit = literal.take(free)
+            if lit.any():
+                free = free[lit | ~infinite.take(free)]
+        grouped = pool[fam >= 0]
+        if grouped.size:    # within a family the highest priority wins
+            _u, inv = np.unique(family.take(grouped), return_inverse=True)
+            pr = priority.take(grouped)
+            top = np.full(_u.size, np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(top, inv, pr)
+            free = np.concatenate((free, grouped[pr == top[inv]]))
+        return tuple(sorted(free.tolist()))
 
     def term_set_id(self, terms: tuple[int, ...]) -> int:
         """Intern a sorted tuple of terminal ids (a lexeme's reading)."""
@@ -424,7 +457,7 @@ class ByteDFA:
     def _rows_compiled(self, compiled, sids: list[int]) -> None:
         """The rows of states ``sids`` (not yet done, distinct) in one C call (``lazy_rows``): what
         :meth:`_row_python` does for each in turn, new states interned in the same order into the
-        same dicts, work charged and limits taken at the same points (a refused state leaves its
+        same dicts (the target cache is kept in C, in ``_subset_memo``), work charged and limits taken at the same points (a refused state leaves its
         row undone and the states made before it in place); the new states' readings come back
         grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
         batch, so a step's deadline is looked at after the batch (its work is bounded all the same)."""
@@ -432,12 +465,13 @@ class ByteDFA:
             self._lazy_np = self._lazy_tids(self._accept_tids())
         if self._accept64 is None:
             self._accept64 = self._accept_tids()
+            self._subset_memo = compiled.subset_memo(len(self.nfa.eps))
         fuel = self.fuel
         bytes_left = -1 if self.max_bytes is None else max(0, self.max_bytes - self.nbytes)
         base = len(self._states)
         rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = compiled.lazy_rows(
             *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
-            self._lazy_np, self._accept64, self._states, self._index, self._target_cache, sids, base,
+            self._lazy_np, self._accept64, self._states, self._index, self._subset_memo, sids, base,
             self.max_states, -1 if fuel is None else max(0, fuel.left), bytes_left, STATE_BYTES)
         self.nbytes += nbytes
         if n_new:
