@@ -247,13 +247,21 @@ def test_bad_arrays_get_typed_errors():
     eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live, owner, none = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
 
-    def lazy(off=off, lo=lo, end=end, dst=dst, eps=eps, states=None, sids=(1,), n_states=2):
+    trans, done = np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool)
+
+    def lazy(off=off, lo=lo, end=end, dst=dst, eps=eps, states=None, sids=(1,), n_states=2, trans=trans):
         states = {0: (), 1: (0,)} if states is None else states
         return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, states, {(): 0, (0,): 1},
-                           c.subset_memo(len(off) - 1), list(sids), n_states, 100, -1, -1, 3400)
-    rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = lazy()
+                           c.subset_memo(len(off) - 1), trans, done, list(sids), n_states, 100, -1, -1, 3400)
+    n_done, n_new, spent, nbytes, stopped, readings, reading_of = lazy()
     assert (n_done, n_new, spent, stopped) == (1, 0, 2, None)
-    assert np.frombuffer(rows, dtype=np.int32)[97] == 1
+    assert trans[1, 97] == 1 and trans[1].sum() == 1 and done.tolist() == [False, True]
+    with pytest.raises(IndexError):   # a state past the table's rows
+        lazy(states={0: (), 1: (0,), 2: (0,)}, sids=(2,), n_states=3)
+    with pytest.raises((ValueError, BufferError)):   # a read-only table
+        frozen = np.zeros((2, 256), dtype=np.int32)
+        frozen.setflags(write=False)
+        lazy(trans=frozen)
     with pytest.raises(TypeError):
         lazy(lo=lo.astype(np.float64))
     with pytest.raises(KeyError):     # a state the lexer does not have
@@ -270,10 +278,10 @@ def test_bad_arrays_get_typed_errors():
         lazy(off=np.array([0, 1, 1], dtype=np.int64))
     with pytest.raises(ValueError, match="another NFA"):
         c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, c.subset_memo(3),
-                    [1], 2, 100, -1, -1, 3400)
+                    trans, done, [1], 2, 100, -1, -1, 3400)
     with pytest.raises(ValueError):   # not a memo
         c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, object(),
-                    [1], 2, 100, -1, -1, 3400)
+                    trans, done, [1], 2, 100, -1, -1, 3400)
     z = np.zeros(3, dtype=np.int64)
     with pytest.raises(ValueError):
         c.group(z, z, np.zeros(5, dtype=np.int64), z, z, np.zeros(12, dtype=np.int64), 2)

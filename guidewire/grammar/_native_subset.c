@@ -24,8 +24,8 @@
  * lexemes); ``reading_of``: bytes of int32, the index into ``readings`` of each state of ``sets``.
  *
  * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, states, index, memo,
- *           sids, n_states, max_states, fuel_left, bytes_left, state_bytes)
- *     -> (rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of)
+ *           trans, row_done, sids, n_states, max_states, fuel_left, bytes_left, state_bytes)
+ *     -> (n_done, n_new, spent, nbytes, stopped, readings, reading_of)
  *
  * The rows of existing states ``sids`` (in that order) of a lexer being built lazily, as
  * ByteDFA.compute_row computes them one by one in Python; the lexer's own dicts are read and
@@ -39,7 +39,8 @@
  * ("states"), then charged 1 + its NFA states, then refused past ``bytes_left`` bytes of
  * ``state_bytes`` + 32 per NFA state ("bytes"); work past ``fuel_left`` stops with "fuel" (< 0: no
  * bound on fuel or bytes). A stop leaves the row it happened in undone and the states made before
- * it in place. ``rows``: bytes of n_done x 256 int32, the rows of sids[:n_done]; ``spent``: the work
+ * it in place. The rows of sids[:n_done] are written into ``trans`` (the lexer's int32 table, 256
+ * wide) and marked in ``row_done`` (a byte per state), in place; ``spent``: the work
  * charged (the caller passes it to Fuel.spend); ``nbytes``: the bytes the new states take;
  * ``readings`` / ``reading_of``: as determinize's, for the n_new new states in id order.
  *
@@ -562,13 +563,15 @@ static int64_t state_id(PyObject *v, int64_t n_states) {
 }
 
 PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
-    PyObject *o[10], *states, *index, *o_memo, *o_sids;
+    PyObject *o[10], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
     Py_ssize_t n_states, max_states, state_bytes;
     long long fuel_left, bytes_left;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!OOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_sids,
-                          &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!OOOOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_trans, &o_done,
+                          &o_sids, &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
         return NULL;
+    Buf trans = {0}, row_done = {0};
+    int32_t row[256];
     SubsetMemo *memo = PyCapsule_GetPointer(o_memo, MEMO_NAME);
     if (!memo) return NULL;
     Buf b[10];
@@ -579,11 +582,15 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     Scratch *wp = &memo->w;
     int took = 0;
     SetIndex RD = {0};
-    PyObject *result = NULL, *seq = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
-    int32_t *rows = NULL, *reading_of = NULL;
+    PyObject *result = NULL, *seq = NULL, *readings = NULL, *reading_obj = NULL;
+    int32_t *reading_of = NULL;
     int64_t *set = NULL, *key = NULL;
     size_t set_cap = 0, key_cap = 0, reading_cap = 0;
-    if (nfa_bufs(o, b) || nfa_from(&A, b, "lazy_rows")) goto done;
+    if (nfa_bufs(o, b) || nfa_from(&A, b, "lazy_rows") || get_buf(o_trans, &trans, "trans", 4, 1) ||
+        get_buf(o_done, &row_done, "row_done", 1, 1))
+        goto done;
+    Py_ssize_t n_rows = LEN(trans, 4) / 256;
+    if (LEN(row_done, 1) < n_rows) n_rows = LEN(row_done, 1);
     if (memo->n_nfa != A.n_nfa) {
         PyErr_SetString(PyExc_ValueError, "lazy_rows: the memo was made for another NFA");
         goto done;
@@ -591,8 +598,6 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
     if (!seq) goto done;
     Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
-    rows = malloc(sizeof(int32_t) * 256 * (size_t)(n_sids ? n_sids : 1));
-    if (!rows) { PyErr_NoMemory(); goto done; }
     if (memo->busy) {   /* re-entered (a finalizer run by the collector): scratch of its own */
         if (scratch_init(&own, A.n_nfa) < 0) goto done;
         wp = &own;
@@ -608,12 +613,16 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
         PyObject *sid = PySequence_Fast_GET_ITEM(seq, i);
         int64_t n = state_set(states, sid, &A, &set, &set_cap);
         if (n < 0) goto done;
+        Py_ssize_t at = PyLong_AsSsize_t(sid);
+        if (at < 0 || at >= n_rows) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_IndexError, "lazy_rows: state %zd has no row in the table", at);
+            goto done;
+        }
         long long cost = row_targets(&A, wp, set, n);
         if (cost < 0) goto done;
         spent += cost;
         if (fuel_left >= 0 && spent > fuel_left) { stopped = "fuel"; break; }
-        int32_t *row = rows + 256 * (size_t)i;
-        memset(row, 0, sizeof(int32_t) * 256);
+        memset(row, 0, sizeof row);
         int64_t prev_a = -1, prev_n = 0, prev_id = 0;
         for (int k = 0; k < wp->n_el; k++) {
             int64_t a = wp->pos[k], m = wp->cnt[k];
@@ -689,19 +698,22 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
             for (int byte = wp->starts[k]; byte < wp->starts[k + 1]; byte++) row[byte] = (int32_t)id;
             prev_a = a; prev_n = nt; prev_id = id;
         }
-        if (!stopped) n_done = i + 1;
+        if (!stopped) {
+            memcpy((int32_t *)trans.view.buf + 256 * (size_t)at, row, sizeof row);
+            ((unsigned char *)row_done.view.buf)[at] = 1;
+            n_done = i + 1;
+        }
     }
-    rows_obj = PyBytes_FromStringAndSize((const char *)rows, (Py_ssize_t)(sizeof(int32_t) * 256 * (size_t)n_done));
-    readings = rows_obj ? readings_list(&RD) : NULL;
+    readings = readings_list(&RD);
     reading_obj = readings ? PyBytes_FromStringAndSize((const char *)reading_of, (Py_ssize_t)(sizeof(int32_t) * n_new))
                            : NULL;
     if (!reading_obj) goto done;
-    result = Py_BuildValue("(OnLLLsOO)", rows_obj, n_done, (long long)n_new, spent, nbytes, stopped, readings,
-                           reading_obj);
+    result = Py_BuildValue("(nLLLsOO)", n_done, (long long)n_new, spent, nbytes, stopped, readings, reading_obj);
 done:
-    Py_XDECREF(seq); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
+    Py_XDECREF(seq); Py_XDECREF(readings); Py_XDECREF(reading_obj);
     set_index_free(&RD);
-    free(rows); free(reading_of); free(set); free(key);
+    free(reading_of); free(set); free(key);
+    release(&trans); release(&row_done);
     scratch_free(&own);
     if (took) memo->busy = 0;
     nfa_release(b);

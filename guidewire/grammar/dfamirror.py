@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import tabletuning as tuning
-from .lexer import DEAD, ByteDFA, zeroed_table
+from .growtable import grow_rows, zeroed_table
+from .lexer import DEAD, ByteDFA
 from .tablearrays import _distinct, _flatnonzero
 from .vocabindex import SENTINEL, LoopRuns, loop_runs, vocab_layout
 
@@ -136,12 +137,11 @@ class DfaMirror:
         # rows not copied are never read; 4 KiB pages faulted in where written (writing the scattered
         # rows a walk copies into a huge-page table zeroed a 2 MiB page per row: a 77k-state table
         # with 5k rows copied took 37-160 ms against 15 ms)
-        ext = zeroed_table(cap, _ROW, np.int64)
-        moved = _flatnonzero(self._copied[:old])
-        if moved.size:
-            ext[moved] = self._ext[moved]
-        self._ext = ext
-        self.trans = ext.reshape(-1)
+        if self._ext.shape[0] == 0:
+            self._ext = zeroed_table(cap, _ROW, np.int64)
+        else:   # in place where it can (rows not copied are zero pages, never read)
+            grow_rows(self, "_ext", cap, views=("trans",), keep=_flatnonzero(self._copied[:old]))
+        self.trans = self._ext.reshape(-1)
         for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
                                   ("hub", -1, np.int64), ("_copied", False, bool),
                                   ("_hub_next", -1, np.int8)):

@@ -15,7 +15,6 @@ on first use. State 0 is the dead state, state 1 the start of a lexeme.
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -24,13 +23,12 @@ from ..core.errors import LimitExceededError
 from ..core.limits import Fuel
 from . import native, refine
 from .fragments import STRINGS_CAP, FragmentFacts, count_strings
+from .growtable import grow_rows, zeroed_table
+from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild
 from .regex import NFA
 
-DEAD = 0
-START = 1
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
-STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
 NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
 RESERVE_FROM = 8192  # lexer tables past this many rows grow RESERVE_STEP-fold, then to their limit (ByteDFA._grow)
 RESERVE_STEP = 8
@@ -54,7 +52,7 @@ class Terminal:
     family: int = -1         # terminals of one family compete by priority; others coexist
 
 
-class ByteDFA:
+class ByteDFA(CompiledBuild):
     """Lazily built DFA over bytes for a set of terminals sharing one :class:`NFA`."""
 
     def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000, *,
@@ -109,9 +107,8 @@ class ByteDFA:
         self._eps_closure: dict[int, tuple[int, ...]] = {}     # NFA state -> its epsilon closure (a tuple: untracked by the GC)
         self._accept_np: tuple[np.ndarray, np.ndarray] | None = None
         self._term_arrays: tuple[np.ndarray, ...] | None = None   # per terminal, for _choose_numpy
-        self._owner64: np.ndarray | None = None   # owner as int64 and the accepted terminals (for C)
-        self._accept64: np.ndarray | None = None
-        self._subset_memo = None    # lazy_rows' scratch and target cache (a capsule, C path only)
+        self._owner64: np.ndarray | None = None   # owner as int64 (for C)
+        self._subset_args: tuple | None = None   # lazy_rows' NFA arrays, dicts and memo (scratch, target cache)
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
         self.nbytes = 0    # estimated memory of the states built (see STATE_BYTES)
@@ -202,7 +199,8 @@ class ByteDFA:
         for :data:`RESERVE_STEP` times as many, and past that for every state the limits allow, each
         a zeroed anonymous map (pages are faulted in only as rows are written): a large lazy lexer
         copies its table twice at most. Doubling a 150k-state product lexer's table copied 128 MB
-        inside one mask (~40-60 ms each time); the middle step keeps the address space a lexer of
+        inside one mask (~40-60 ms each time; the table now grows in place where it can,
+        see :func:`~.growtable.grow_rows`); the middle step keeps the address space a lexer of
         some thousands of states reserves small (a benchmark worker runs under ``RLIMIT_AS``)."""
         have = self.trans.shape[0]
         cap = 2 * have
@@ -211,9 +209,7 @@ class ByteDFA:
             if self.max_bytes is not None:
                 most = min(most, self.max_bytes // STATE_BYTES + 1)
             cap = max(cap, min(most, have * RESERVE_STEP) if have <= RESERVE_FROM else most)
-        trans = zeroed_table(cap, 256, np.int32)
-        trans[:have] = self.trans
-        self.trans = trans
+        grow_rows(self, "trans", cap)
         self.row_done = np.concatenate([self.row_done, np.zeros(cap - have, dtype=bool)])
 
     def _readings_numpy(self, nfa_set: frozenset[int]) -> tuple[list[int], int]:
@@ -454,57 +450,6 @@ class ByteDFA:
             for s in todo:
                 self._row_python(s)
 
-    def _rows_compiled(self, compiled, sids: list[int]) -> None:
-        """The rows of states ``sids`` (not yet done, distinct) in one C call (``lazy_rows``): what
-        :meth:`_row_python` does for each in turn, new states interned in the same order into the
-        same dicts (the target cache is kept in C, in ``_subset_memo``), work charged and limits taken at the same points (a refused state leaves its
-        row undone and the states made before it in place); the new states' readings come back
-        grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
-        batch, so a step's deadline is looked at after the batch (its work is bounded all the same)."""
-        if self._lazy_np is None:
-            self._lazy_np = self._lazy_tids(self._accept_tids())
-        if self._accept64 is None:
-            self._accept64 = self._accept_tids()
-            self._subset_memo = compiled.subset_memo(len(self.nfa.eps))
-        fuel = self.fuel
-        bytes_left = -1 if self.max_bytes is None else max(0, self.max_bytes - self.nbytes)
-        base = len(self._states)
-        rows, n_done, n_new, spent, nbytes, stopped, readings, reading_of = compiled.lazy_rows(
-            *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
-            self._lazy_np, self._accept64, self._states, self._index, self._subset_memo, sids, base,
-            self.max_states, -1 if fuel is None else max(0, fuel.left), bytes_left, STATE_BYTES)
-        self.nbytes += nbytes
-        if n_new:
-            self._take_readings(np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
-            while base + n_new > self.trans.shape[0]:
-                self._grow()
-        if n_done:
-            done = sids[:n_done]
-            self.trans[done] = np.frombuffer(rows, dtype=np.int32).reshape(n_done, 256)
-            self.row_done[done] = True
-            self.rows_built += n_done
-        if fuel is not None:
-            fuel.spend(spent)   # raises where the Python loop would have (the budget), or past the deadline
-        if stopped == "states":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
-        if stopped == "bytes":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({base + n_new} states; raise "
-                                     f"Limits.lexer_bytes or GUIDEWIRE_LEXER_BYTES)")
-        if stopped == "fuel":   # pragma: no cover - fuel.spend above raised
-            raise AssertionError("lazy_rows stopped on fuel that was not spent")
-
-    def _owner_np(self) -> np.ndarray:
-        """Per NFA state, its terminal (int64, made once)."""
-        if self._owner64 is None:
-            self._owner64 = self.owner.astype(np.int64)
-        return self._owner64
-
-    def _lazy_tids(self, accept: np.ndarray) -> np.ndarray:
-        """Per NFA state, the terminal it accepts where that terminal is lazy, else -1."""
-        is_lazy = np.zeros(len(self.terminals) + 1, dtype=bool)   # the last slot answers -1 (no terminal)
-        is_lazy[list(self.lazy)] = True
-        return np.where(is_lazy[accept], accept, -1)
-
     def step(self, sid: int, byte: int) -> int:
         """One transition (computing the row if needed)."""
         if not self.row_done[sid]:
@@ -542,104 +487,6 @@ class ByteDFA:
         finally:
             if own:
                 self.fuel = None
-
-    def _build_all_compiled(self, compiled, limit: int, work: int | None) -> None:
-        """:meth:`build_all` of a fresh DFA with the subset construction in C (``determinize``:
-        the same states in the same order, so the same numbering, and the same work tally). The new
-        states' readings come back from C grouped by distinct (accepting, growing) pair, so the
-        shadowing choice runs once per pair; :meth:`_add_states` then takes the limits on states
-        and bytes in id order, as :meth:`_intern` would one state at a time."""
-        accept = self._accept_tids()
-        if self._lazy_np is None:
-            self._lazy_np = self._lazy_tids(accept)
-        live = np.frombuffer(self.live, dtype=np.uint8)   # a bytearray (a byte per NFA state)
-        start = np.array(sorted(self._states[START]), dtype=np.int64)
-        sets, rows, n_rows, stopped, readings, reading_of = compiled.determinize(
-            *self._edges_np(), *self._eps_np(), live, self._owner_np(), self._lazy_np,
-            accept, start, limit, self.max_states, -1 if work is None else int(work))
-        rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
-        try:
-            self._add_states(sets, np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
-        except LimitExceededError:
-            # as build_all's loop stops inside the row that makes the first refused state: the
-            # rows before it are kept (they only name kept states), that row and later ones not
-            over = (rows[START:] >= self.n_states).any(axis=1)
-            self._take_rows(rows[:START + int(over.argmax())] if over.any() else rows)
-            raise
-        self._take_rows(rows)
-        if stopped == "limit":
-            raise LimitExceededError(f"lexer DFA exceeds {limit} states")
-        if stopped == "states":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
-        if stopped == "work":
-            raise LimitExceededError(f"lexer DFA takes over {work} work units to build ({n_rows} rows so far)")
-
-    def _take_rows(self, rows: np.ndarray) -> None:
-        """Rows ``START .. len(rows)-1`` from a compiled build, marked done."""
-        n_rows = len(rows)
-        if n_rows <= START:
-            return
-        self.trans[START:n_rows] = rows[START:]
-        self.rows_built += int(n_rows - START - np.count_nonzero(self.row_done[START:n_rows]))
-        self.row_done[START:n_rows] = True
-
-    def _accept_tids(self) -> np.ndarray:
-        """Per NFA state, the terminal it accepts, else -1 (int64)."""
-        acc = np.full(len(self.nfa.eps), -1, dtype=np.int64)
-        for st, tid in self.accept_of.items():
-            acc[st] = tid
-        return acc
-
-    def _add_states(self, sets: list[tuple[int, ...]], reading_of: list[int],
-                    readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
-        """Append new states (sorted, untracked NFA-set tuples not yet interned) read as
-        ``readings[reading_of[i]]`` (accepting terminals, owners of growing NFA states; numbered in
-        order of first use): :meth:`_intern` for many states at once. Its limits on states and bytes
-        are checked in the same order (the states before the first one over a limit are kept and the
-        same error raised) and the shadowing choice runs once per reading, in the same order."""
-        base = len(self._states)
-        n = len(sets)
-        refused = None
-        if base + n > self.max_states:
-            n = max(0, self.max_states - base)
-            refused = f"lexer DFA exceeds {self.max_states} states"
-        if self.max_bytes is not None:
-            sizes = np.fromiter(map(len, sets[:n]), dtype=np.int64, count=n) * 32 + STATE_BYTES
-            total = self.nbytes + np.cumsum(sizes)
-            over = int(np.searchsorted(total, self.max_bytes, side="right"))
-            if over < n:
-                n = over
-                refused = (f"lexer DFA exceeds {self.max_bytes} bytes ({base + n} states; raise Limits.lexer_bytes "
-                           f"or GUIDEWIRE_LEXER_BYTES)")
-            self.nbytes = int(total[n - 1]) if n else self.nbytes
-        else:
-            self.nbytes += n * STATE_BYTES + 32 * sum(map(len, sets[:n]))
-        kept = sets[:n]
-        self._states.update(zip(range(base, base + n), kept))
-        self._index.update(zip(kept, range(base, base + n)))
-        self._take_readings(reading_of[:n], readings)
-        while base + n > self.trans.shape[0]:
-            self._grow()
-        if refused is not None:
-            raise LimitExceededError(refused)
-
-    def _take_readings(self, picks: list[int], readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
-        """Append the labels (``alive``, ``emit``) of new states read as ``readings[picks[i]]``
-        (accepting terminals, owners of growing NFA states; numbered in order of first use): the
-        shadowing choice runs once per reading, in the same order as :meth:`_intern` meets them."""
-        alive_of, emit_of = [], []
-        for accepting, growing in readings[:max(picks, default=-1) + 1]:
-            alive = 0
-            for t in growing:
-                alive |= 1 << t
-            best = self._best(accepting)
-            if best >= 0:   # a terminal shadowed on this lexeme and unable to grow is dead
-                for t in self.term_sets[best]:
-                    alive |= 1 << t
-            alive_of.append(self._alive_memo.setdefault(alive, alive))
-            emit_of.append(best)
-        self.alive.extend([alive_of[r] for r in picks])
-        self.emit.extend([emit_of[r] for r in picks])
 
     def _eps_np(self) -> tuple[np.ndarray, np.ndarray]:
         """All epsilon moves as arrays: per-state offsets, targets."""
@@ -776,22 +623,6 @@ def _coreachable(nfa: NFA, finals: set[int]) -> bytearray:
                 seen[p] = 1
                 stack.append(p)
     return seen
-
-
-def zeroed_table(rows: int, width: int, dtype) -> np.ndarray:
-    """A zeroed ``(rows, width)`` table whose pages are faulted in only where written, as 4 KiB
-    pages: from 1 MiB on an anonymous map without huge-page advice (numpy advises 2 MiB pages for
-    large arrays, and writing scattered rows then zeroes a huge page per row)."""
-    size = rows * width * np.dtype(dtype).itemsize
-    if size < (1 << 20):
-        return np.zeros((rows, width), dtype=dtype)
-    mm = mmap.mmap(-1, size)        # anonymous: zero-filled on first touch
-    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
-        try:
-            mm.madvise(mmap.MADV_NOHUGEPAGE)
-        except OSError:     # pragma: no cover - a kernel without transparent huge pages
-            pass
-    return np.frombuffer(mm, dtype=dtype).reshape(rows, width)
 
 
 def int_key(states) -> tuple[int, ...]:

@@ -1,0 +1,64 @@
+"""Row tables grown in place (``growtable``): the rows written before a growth read the same after
+it, the new rows read zero, on the in-place path (the map remapped) and on the copy path (another
+view of the table alive), against a plain numpy copy as the oracle."""
+
+import types
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guidewire.grammar.growtable import MAP_FROM, _map_of, grow_rows, zeroed_table
+
+
+PATHS = {"in place": 0, "copied": 0}
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True)
+@given(st.one_of(st.integers(1, 1023), st.integers(1024, 3000), st.integers(1024, 3000)), st.integers(1, 4), st.sampled_from([np.int32, np.int64]), st.booleans(),
+       st.integers(0, 10**6), st.booleans())
+def _grow_case(rows, factor, dtype, hold_view, seed, partial):
+    rng = np.random.default_rng(seed)
+    width = 256
+    owner = types.SimpleNamespace(t=zeroed_table(rows, width, dtype), view=None)
+    written = np.unique(rng.integers(0, rows, size=max(1, rows // 7)))
+    owner.t[written] = rng.integers(-5, 1 << 20, size=(written.size, width)).astype(dtype)
+    oracle = np.zeros((rows * factor + 1, width), dtype=dtype)
+    oracle[:rows] = owner.t
+    owner.view = owner.t.reshape(-1)   # a second view the caller names (dropped and remade)
+    outside = owner.t[:1] if hold_view else None   # a view nobody names: forces the copy path
+    before = _map_of(owner.t)
+    keep = written if partial else None
+    grown = grow_rows(owner, "t", rows * factor + 1, views=("view",), keep=keep)
+    assert grown is owner.t and grown.shape == (rows * factor + 1, width) and grown.dtype == dtype
+    assert owner.view is None     # dropped: the caller makes it again
+    if keep is not None and (hold_view or before is None):   # copied: only the kept rows
+        expect = np.zeros_like(oracle)
+        expect[keep] = oracle[keep]
+    else:
+        expect = oracle
+    assert np.array_equal(grown, expect)
+    in_place = before is not None and not hold_view and grown.nbytes >= MAP_FROM
+    assert (before is not None and _map_of(grown) is before) == in_place
+    PATHS["in place" if in_place else "copied"] += 1
+    if outside is not None:
+        assert np.array_equal(outside, oracle[:1])   # the old view still reads the old rows
+    grown[-1] = 3     # the new rows are writable
+    assert grown[-1].sum() == 3 * width
+
+
+def test_grown_tables_keep_their_rows_and_zero_the_new_ones():
+    """Random tables, grown on both paths (a view held outside forces a copy)."""
+    _grow_case()
+    assert PATHS["in place"] >= 10 and PATHS["copied"] >= 10, PATHS
+
+
+def test_a_large_table_grows_without_copying():
+    """A table past MAP_FROM bytes is remapped, not copied: its map object stays the same."""
+    owner = types.SimpleNamespace(t=zeroed_table(8192, 256, np.int32))
+    owner.t[8191] = 9
+    mm = _map_of(owner.t)
+    assert mm is not None
+    grow_rows(owner, "t", 65536)
+    assert _map_of(owner.t) is mm and owner.t.shape == (65536, 256)
+    assert owner.t[8191].tolist() == [9] * 256 and not owner.t[8192:].any()
