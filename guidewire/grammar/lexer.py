@@ -23,7 +23,7 @@ from ..core.errors import LimitExceededError
 from ..core.limits import Fuel
 from . import native, refine
 from .fragments import STRINGS_CAP, FragmentFacts, count_strings
-from .growtable import grow_rows, zeroed_table
+from .growtable import grow_rows
 from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild
 from .regex import NFA
 
