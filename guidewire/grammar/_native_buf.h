@@ -57,4 +57,17 @@ static inline void untrack_int_tuple(PyObject *t) {
     PyObject_GC_UnTrack(t);
 }
 
+/* A new tuple of the ints v[0..n), untracked by the cyclic collector; NULL with an exception set. */
+static inline PyObject *int_tuple(const int64_t *v, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, x);
+    }
+    untrack_int_tuple(t);
+    return t;
+}
+
 #endif

@@ -28,19 +28,6 @@
 #include "_native_buf.h"
 #include "_native_iset.h"
 
-/* a new tuple of the ints v[0..n), untracked by the cyclic collector */
-static PyObject *int_tuple(const int64_t *v, size_t n) {
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    if (!t) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (!x) { Py_DECREF(t); return NULL; }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, x);
-    }
-    untrack_int_tuple(t);
-    return t;
-}
-
 /* add x to items (and the agenda) if new; -1 on error */
 static inline int grow(I64Set *items, I64Vec *agenda, int64_t x) {
     int r = iset_add(items, x);

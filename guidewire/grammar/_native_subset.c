@@ -349,19 +349,6 @@ static PyObject *readings_list(const SetIndex *RD) {
     return readings;
 }
 
-/* An untracked tuple of the ints m[0..n-1]; NULL with an exception set. */
-static PyObject *int_tuple(const int64_t *m, int64_t n) {
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    if (!t) return NULL;
-    for (int64_t j = 0; j < n; j++) {
-        PyObject *v = PyLong_FromLongLong(m[j]);
-        if (!v) { Py_DECREF(t); return NULL; }
-        PyTuple_SET_ITEM(t, j, v);
-    }
-    untrack_int_tuple(t);
-    return t;
-}
-
 /* The NFA arrays from ten buffers, their lengths checked against each other; -1 with an exception. */
 static int nfa_from(Nfa *A, Buf *b, const char *who) {
     A->OFF = b[0].view.buf; A->LO = b[1].view.buf; A->END = b[2].view.buf; A->DST = b[3].view.buf;
@@ -488,7 +475,7 @@ PyObject *native_determinize(PyObject *self, PyObject *args) {
     sets = PyList_New(0);
     if (!sets) goto done;
     for (size_t id = 2; id < X.n; id++) {
-        PyObject *t = int_tuple(X.pool + X.off[id], X.len[id]);   /* a key of the lexer's state index */
+        PyObject *t = int_tuple(X.pool + X.off[id], (size_t)X.len[id]);   /* a key of the lexer's state index */
         if (!t) goto done;
         if (PyList_Append(sets, t) < 0) { Py_DECREF(t); goto done; }
         Py_DECREF(t);
@@ -651,7 +638,7 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
                     }
                     memo->target_state[slot] = -1;   /* not known yet (a refusal below leaves it so) */
                     int64_t n_mem = closure(&A, wp, wp->tgt + a, nt);
-                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, n_mem), *idv = NULL;
+                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, (size_t)n_mem), *idv = NULL;
                     if (!mk) goto done;
                     v = PyDict_GetItemWithError(index, mk);
                     if (v) {
