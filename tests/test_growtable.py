@@ -14,7 +14,7 @@ from guidewire.grammar.growtable import MAP_FROM, _map_of, grow_rows, zeroed_tab
 PATHS = {"in place": 0, "copied": 0}
 
 
-@settings(max_examples=60, deadline=None, database=None, derandomize=True)
+@settings(max_examples=100, deadline=None, database=None, derandomize=True)
 @given(st.one_of(st.integers(1, 1023), st.integers(1024, 3000), st.integers(1024, 3000)), st.integers(1, 4), st.sampled_from([np.int32, np.int64]), st.booleans(),
        st.integers(0, 10**6), st.booleans())
 def _grow_case(rows, factor, dtype, hold_view, seed, partial):
@@ -25,13 +25,13 @@ def _grow_case(rows, factor, dtype, hold_view, seed, partial):
     owner.t[written] = rng.integers(-5, 1 << 20, size=(written.size, width)).astype(dtype)
     oracle = np.zeros((rows * factor + 1, width), dtype=dtype)
     oracle[:rows] = owner.t
-    owner.view = owner.t.reshape(-1)   # a second view the caller names (dropped and remade)
+    owner.view = owner.t.reshape(-1)   # a second view the owner keeps (dropped and remade)
     outside = owner.t[:1] if hold_view else None   # a view nobody names: forces the copy path
     before = _map_of(owner.t)
     keep = written if partial else None
-    grown = grow_rows(owner, "t", rows * factor + 1, views=("view",), keep=keep)
+    grown = grow_rows(owner, "t", rows * factor + 1, views={"view": lambda t: t.reshape(-1)}, keep=keep)
     assert grown is owner.t and grown.shape == (rows * factor + 1, width) and grown.dtype == dtype
-    assert owner.view is None     # dropped: the caller makes it again
+    assert owner.view.base is not None and np.shares_memory(owner.view, grown)   # remade on the new table
     if keep is not None and (hold_view or before is None):   # copied: only the kept rows
         expect = np.zeros_like(oracle)
         expect[keep] = oracle[keep]
@@ -62,3 +62,26 @@ def test_a_large_table_grows_without_copying():
     grow_rows(owner, "t", 65536)
     assert _map_of(owner.t) is mm and owner.t.shape == (65536, 256)
     assert owner.t[8191].tolist() == [9] * 256 and not owner.t[8192:].any()
+
+
+def test_a_failed_growth_leaves_the_old_table_and_views(monkeypatch):
+    """When no new table can be had (no address space left), the owner keeps its table and its
+    views, unchanged, and the error propagates: a shared lexer is never left without a table."""
+    import guidewire.grammar.growtable as growtable
+
+    owner = types.SimpleNamespace(t=zeroed_table(4096, 256, np.int32), view=None)
+    owner.t[7] = 5
+    owner.view = owner.t.reshape(-1)
+    held = owner.t[:1]    # another view: the map cannot be remapped, so a copy is needed
+
+    def no_room(*_a, **_k):
+        raise MemoryError("no room")
+    monkeypatch.setattr(growtable, "zeroed_table", no_room)
+    try:
+        grow_rows(owner, "t", 9000, views={"view": lambda t: t.reshape(-1)})
+    except MemoryError:
+        pass
+    else:
+        raise AssertionError("the growth should have failed")
+    assert owner.t.shape == (4096, 256) and owner.t[7].tolist() == [5] * 256
+    assert owner.view.size == 4096 * 256 and np.shares_memory(owner.view, owner.t) and held[0, 0] == 0

@@ -276,6 +276,23 @@ def test_bad_arrays_get_typed_errors():
         lazy(states={0: (), 1: (3,)})
     with pytest.raises(ValueError, match="differ in length"):
         lazy(off=np.array([0, 1, 1], dtype=np.int64))
+    # an error mid-batch undoes the batch: NFA 0 -a-> 1, so state 1's row makes state 2; then a
+    # state the lexer does not have
+    off2 = np.array([0, 1, 1], dtype=np.int64)
+    dst2 = np.array([1], dtype=np.int64)
+    eps2 = (np.array([0, 0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
+    live2, owner2, none2 = np.ones(2, dtype=np.uint8), np.zeros(2, dtype=np.int64), np.full(2, -1, dtype=np.int64)
+    states2, index2, memo2 = {0: (), 1: (0,)}, {(): 0, (0,): 1}, c.subset_memo(2)
+    trans2, done2 = np.zeros((4, 256), dtype=np.int32), np.zeros(4, dtype=bool)
+
+    def lazy2(sids):
+        return c.lazy_rows(off2, lo, end, dst2, *eps2, live2, owner2, none2, none2, states2, index2, memo2,
+                           trans2, done2, sids, len(states2), 100, -1, -1, 3400)
+    with pytest.raises(KeyError):
+        lazy2([1, 9])
+    assert states2 == {0: (), 1: (0,)} and index2 == {(): 0, (0,): 1} and not done2.any()
+    assert lazy2([np.int64(1)])[:2] == (1, 1)     # numpy ints name states too; the state is made again
+    assert states2[2] == (1,) and index2[(1,)] == 2 and trans2[1, 97] == 2 and done2[1]
     with pytest.raises(ValueError, match="another NFA"):
         c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, c.subset_memo(3),
                     trans, done, [1], 2, 100, -1, -1, 3400)

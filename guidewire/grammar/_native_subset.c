@@ -42,7 +42,9 @@
  * it in place. The rows of sids[:n_done] are written into ``trans`` (the lexer's int32 table, 256
  * wide) and marked in ``row_done`` (a byte per state), in place; ``spent``: the work
  * charged (the caller passes it to Fuel.spend); ``nbytes``: the bytes the new states take;
- * ``readings`` / ``reading_of``: as determinize's, for the n_new new states in id order.
+ * ``readings`` / ``reading_of``: as determinize's, for the n_new new states in id order. An error
+ * (no memory, a state not in ``states``) undoes the call: its states leave the dicts and the memo,
+ * its rows are marked not done; a call re-entered on the same memo is a RuntimeError.
  *
  * subset_memo(n_nfa) -> capsule: lazy_rows' memo for a lexer over an NFA of n_nfa states (its
  * scratch is sized once: ~20 bytes per NFA state; its target cache holds at most one entry per
@@ -549,6 +551,33 @@ static int64_t state_id(PyObject *v, int64_t n_states) {
     return (int64_t)id;
 }
 
+/* Undo a failed lazy_rows call: the states it made leave ``states`` and ``index`` and the memo's
+ * target cache, the rows it finished are marked not done again (the error is kept). */
+static void lazy_rows_undo(PyObject *states, PyObject *index, SubsetMemo *memo, PyObject *seq, Buf *row_done,
+                           Py_ssize_t n_states, int64_t n_new, Py_ssize_t n_done) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (int64_t id = n_states; id < n_states + n_new; id++) {
+        PyObject *k = PyLong_FromLongLong(id), *mk = k ? PyDict_GetItemWithError(states, k) : NULL;
+        if (mk) {
+            Py_INCREF(mk);
+            if (PyDict_DelItem(index, mk) < 0) PyErr_Clear();
+            Py_DECREF(mk);
+            if (PyDict_DelItem(states, k) < 0) PyErr_Clear();
+        }
+        PyErr_Clear();
+        Py_XDECREF(k);
+    }
+    for (size_t slot = 0; slot < memo->targets.n && slot < memo->ts_cap; slot++)
+        if (memo->target_state[slot] >= n_states) memo->target_state[slot] = -1;
+    for (Py_ssize_t i = 0; i < n_done; i++) {
+        Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), PyExc_IndexError);
+        if (at >= 0 && at < LEN(*row_done, 1)) ((unsigned char *)row_done->view.buf)[at] = 0;
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
 PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     PyObject *o[10], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
     Py_ssize_t n_states, max_states, state_bytes;
@@ -564,11 +593,13 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     Buf b[10];
     memset(b, 0, sizeof b);
     Nfa A;
-    Scratch own;
-    memset(&own, 0, sizeof own);
     Scratch *wp = &memo->w;
     int took = 0;
     SetIndex RD = {0};
+    const char *stopped = NULL;
+    long long spent = 0, nbytes = 0;
+    Py_ssize_t n_done = 0;
+    int64_t n_new = 0;
     PyObject *result = NULL, *seq = NULL, *readings = NULL, *reading_obj = NULL;
     int32_t *reading_of = NULL;
     int64_t *set = NULL, *key = NULL;
@@ -585,22 +616,16 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
     if (!seq) goto done;
     Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
-    if (memo->busy) {   /* re-entered (a finalizer run by the collector): scratch of its own */
-        if (scratch_init(&own, A.n_nfa) < 0) goto done;
-        wp = &own;
-    } else {
-        memo->busy = took = 1;
+    if (memo->busy) {   /* re-entered on the same lexer (a finalizer run by the collector) */
+        PyErr_SetString(PyExc_RuntimeError, "lazy_rows: re-entered on a lexer whose rows are being built");
+        goto done;
     }
-
-    const char *stopped = NULL;
-    long long spent = 0, nbytes = 0;
-    Py_ssize_t n_done = 0;
-    int64_t n_new = 0;
+    memo->busy = took = 1;
     for (Py_ssize_t i = 0; i < n_sids && !stopped; i++) {
         PyObject *sid = PySequence_Fast_GET_ITEM(seq, i);
         int64_t n = state_set(states, sid, &A, &set, &set_cap);
         if (n < 0) goto done;
-        Py_ssize_t at = PyLong_AsSsize_t(sid);
+        Py_ssize_t at = PyNumber_AsSsize_t(sid, PyExc_IndexError);
         if (at < 0 || at >= n_rows) {
             if (!PyErr_Occurred()) PyErr_Format(PyExc_IndexError, "lazy_rows: state %zd has no row in the table", at);
             goto done;
@@ -619,6 +644,13 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
                 id = prev_id;
             } else {
                 size_t known = memo->targets.n;
+                if (known + 1 > memo->ts_cap) {   /* room for a new slot's state before it is made */
+                    size_t c = memo->ts_cap ? memo->ts_cap * 2 : 1024;
+                    int64_t *p = realloc(memo->target_state, sizeof(int64_t) * c);
+                    if (!p) { PyErr_NoMemory(); goto done; }
+                    memo->target_state = p;
+                    memo->ts_cap = c;
+                }
                 int64_t slot = set_index_get(&memo->targets, wp->tgt + a, nt);
                 if (slot < 0) { PyErr_NoMemory(); goto done; }
                 if ((size_t)slot < known && memo->target_state[slot] >= 0) {   /* met before: its state */
@@ -629,13 +661,6 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
                     }
                 } else {
                     PyObject *v;
-                    if ((size_t)slot >= memo->ts_cap) {
-                        size_t c = memo->ts_cap ? memo->ts_cap * 2 : 1024;
-                        int64_t *p = realloc(memo->target_state, sizeof(int64_t) * c);
-                        if (!p) { PyErr_NoMemory(); goto done; }
-                        memo->target_state = p;
-                        memo->ts_cap = c;
-                    }
                     memo->target_state[slot] = -1;   /* not known yet (a refusal below leaves it so) */
                     int64_t n_mem = closure(&A, wp, wp->tgt + a, nt);
                     PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, (size_t)n_mem), *idv = NULL;
@@ -697,11 +722,12 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
     if (!reading_obj) goto done;
     result = Py_BuildValue("(nLLLsOO)", n_done, (long long)n_new, spent, nbytes, stopped, readings, reading_obj);
 done:
+    if (!result && took && (n_new || n_done))   /* an error mid-batch: undo it (the lexer as before the call) */
+        lazy_rows_undo(states, index, memo, seq, &row_done, n_states, n_new, n_done);
     Py_XDECREF(seq); Py_XDECREF(readings); Py_XDECREF(reading_obj);
     set_index_free(&RD);
     free(reading_of); free(set); free(key);
     release(&trans); release(&row_done);
-    scratch_free(&own);
     if (took) memo->busy = 0;
     nfa_release(b);
     return result;

@@ -69,8 +69,8 @@ class DfaMirror:
         dfa = self.dfa
         n = dfa.n_states
         if n > self._n:
-            if n > self._cap:   # as much room as the lexer's table has (it reserves ahead, see ByteDFA._grow)
-                self._grow(max(n, 2 * self._cap, 64, dfa.trans.shape[0]))
+            if n > self._cap:
+                self._grow(max(n, 2 * self._cap, 64))
             old = self._n
             self.emit[old:n] = dfa.emit[old:n]
             alive_id = self.alive_id
@@ -139,9 +139,10 @@ class DfaMirror:
         # with 5k rows copied took 37-160 ms against 15 ms)
         if self._ext.shape[0] == 0:
             self._ext = zeroed_table(cap, _ROW, np.int64)
+            self.trans = self._ext.reshape(-1)
         else:   # in place where it can (rows not copied are zero pages, never read)
-            grow_rows(self, "_ext", cap, views=("trans",), keep=_flatnonzero(self._copied[:old]))
-        self.trans = self._ext.reshape(-1)
+            grow_rows(self, "_ext", cap, views={"trans": lambda t: t.reshape(-1)},
+                      keep=_flatnonzero(self._copied[:old]))
         for name, fill, dtype in (("emit", -1, np.int64), ("alive_id", -1, np.int64),
                                   ("hub", -1, np.int64), ("_copied", False, bool),
                                   ("_hub_next", -1, np.int8)):

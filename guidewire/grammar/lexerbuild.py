@@ -14,6 +14,7 @@ from ..core.errors import LimitExceededError
 DEAD = 0
 START = 1
 STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 row, labels, the NFA set
+_UNBOUNDED = 1 << 62   # limits past this are passed to C as this (no work or table reaches it)
 
 
 class CompiledBuild:
@@ -26,7 +27,8 @@ class CompiledBuild:
         same dicts (the target cache is kept in C, in a memo made once), work charged and limits taken at the same points (a refused state leaves its
         row undone and the states made before it in place); the new states' readings come back
         grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
-        batch, so a step's deadline is looked at after the batch (its work is bounded all the same)."""
+        batch, so a step's deadline is looked at after the batch (its work is bounded all the same).
+        An error inside the call (no memory, a bad state) undoes the batch before it propagates."""
         args = self._subset_args
         if args is None:
             if self._lazy_np is None:
@@ -35,10 +37,11 @@ class CompiledBuild:
                 *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
                 self._lazy_np, self._accept_tids(), self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
         fuel = self.fuel
-        bytes_left = -1 if self.max_bytes is None else max(0, self.max_bytes - self.nbytes)
+        bytes_left = -1 if self.max_bytes is None else min(max(0, self.max_bytes - self.nbytes), _UNBOUNDED)
         base = len(self._states)
+        fuel_left = -1 if fuel is None else min(max(0, fuel.left), _UNBOUNDED)
         n_done, n_new, spent, nbytes, stopped, readings, reading_of = compiled.lazy_rows(
-            *args, self.trans, self.row_done, sids, base, self.max_states, -1 if fuel is None else max(0, fuel.left),
+            *args, self.trans, self.row_done, sids, base, min(self.max_states, _UNBOUNDED), fuel_left,
             bytes_left, STATE_BYTES)   # the rows are written into trans and row_done
         self.nbytes += nbytes
         self.rows_built += n_done
