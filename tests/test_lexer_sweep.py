@@ -392,3 +392,22 @@ def test_numpy_reading_of_many_accepting_terminals_matches_the_loop(n, seed):
     finally:
         lexer.CHOOSE_VECTOR = old
     assert got == ref and got
+
+
+def test_lazy_rows_take_limits_past_what_c_holds():
+    """A byte bound or work budget past 2**63 (Limits has no upper bound) is no bound to C either:
+    the lexer builds as with none, on both paths."""
+    from guidewire.core.limits import Fuel
+    out = []
+    for compiled in ((False, True) if native.available() else (False,)):
+        old = native.set_enabled(compiled)
+        try:
+            dfa = _lexer(["[a-c]{1,6}x", "b+", "(ab|c)*"], 0)
+            dfa.max_bytes = 1 << 80
+            dfa.fuel = Fuel(1 << 80, None)
+            while not dfa.row_done[:dfa.n_states].all():
+                dfa.ensure_rows(np.arange(dfa.n_states))
+            out.append((dfa.n_states, dfa.trans[:dfa.n_states].tolist(), dfa.fuel.spent))
+        finally:
+            native.set_enabled(old)
+    assert out[0][0] >= 10 and all(o == out[0] for o in out)
