@@ -24,7 +24,7 @@ from ..core.limits import Fuel
 from . import native, refine
 from .fragments import STRINGS_CAP, FragmentFacts, count_strings
 from .growtable import grow_rows
-from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild
+from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild, bytes_refused, states_refused
 from .regex import NFA
 
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
@@ -159,13 +159,12 @@ class ByteDFA(CompiledBuild):
             return sid
         sid = len(self._states)
         if sid >= self.max_states:
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+            raise states_refused(self.max_states)
         if self.fuel is not None:
             self.fuel.spend(1 + len(nfa_set))
         size = STATE_BYTES + 32 * len(nfa_set)
         if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({sid} states; raise Limits.lexer_bytes "
-                                     f"or GUIDEWIRE_LEXER_BYTES)")
+            raise bytes_refused(self.max_bytes, sid)
         self.nbytes += size
         self._states[sid] = nfa_set
         self._index[nfa_set] = sid

@@ -17,6 +17,17 @@ STATE_BYTES = 3400  # a lexer state: its int32 row, the table builder's int64 ro
 _UNBOUNDED = 1 << 62   # limits past this are passed to C as this (no work or table reaches it)
 
 
+def states_refused(max_states: int) -> LimitExceededError:
+    """The error of a lexer refusing a state past ``max_states`` (both paths raise the same)."""
+    return LimitExceededError(f"lexer DFA exceeds {max_states} states")
+
+
+def bytes_refused(max_bytes: int, n_states: int) -> LimitExceededError:
+    """The error of a lexer refusing a state past ``max_bytes`` with ``n_states`` states kept."""
+    return LimitExceededError(f"lexer DFA exceeds {max_bytes} bytes ({n_states} states; raise Limits.lexer_bytes "
+                              f"or GUIDEWIRE_LEXER_BYTES)")
+
+
 class CompiledBuild:
     """The compiled-path half of :class:`~.lexer.ByteDFA` (a mixin: it reads the lexer's NFA
     tables, dicts, labels and limits)."""
@@ -24,18 +35,20 @@ class CompiledBuild:
     def _rows_compiled(self, compiled, sids: list[int]) -> None:
         """The rows of states ``sids`` (not yet done, distinct) in one C call (``lazy_rows``): what
         :meth:`_row_python` does for each in turn, new states interned in the same order into the
-        same dicts (the target cache is kept in C, in a memo made once), work charged and limits taken at the same points (a refused state leaves its
-        row undone and the states made before it in place); the new states' readings come back
+        same dicts (the target cache is kept in C, in a memo made once), work charged and limits
+        taken at the same points (a refused state leaves its row undone and the states made before
+        it in place); the new states' readings come back
         grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
         batch, so a step's deadline is looked at after the batch (its work is bounded all the same).
         An error inside the call (no memory, a bad state) undoes the batch before it propagates."""
         args = self._subset_args
         if args is None:
+            accept = self._accept_tids()
             if self._lazy_np is None:
-                self._lazy_np = self._lazy_tids(self._accept_tids())
+                self._lazy_np = self._lazy_tids(accept)
             args = self._subset_args = (
                 *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
-                self._lazy_np, self._accept_tids(), self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
+                self._lazy_np, accept, self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
         fuel = self.fuel
         bytes_left = -1 if self.max_bytes is None else min(max(0, self.max_bytes - self.nbytes), _UNBOUNDED)
         base = len(self._states)
@@ -52,10 +65,9 @@ class CompiledBuild:
         if fuel is not None:
             fuel.spend(spent)   # raises where the Python loop would have (the budget), or past the deadline
         if stopped == "states":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+            raise states_refused(self.max_states)
         if stopped == "bytes":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_bytes} bytes ({base + n_new} states; raise "
-                                     f"Limits.lexer_bytes or GUIDEWIRE_LEXER_BYTES)")
+            raise bytes_refused(self.max_bytes, base + n_new)
         if stopped == "fuel":   # pragma: no cover - fuel.spend above raised
             raise AssertionError("lazy_rows stopped on fuel that was not spent")
 
@@ -98,7 +110,7 @@ class CompiledBuild:
         if stopped == "limit":
             raise LimitExceededError(f"lexer DFA exceeds {limit} states")
         if stopped == "states":
-            raise LimitExceededError(f"lexer DFA exceeds {self.max_states} states")
+            raise states_refused(self.max_states)
         if stopped == "work":
             raise LimitExceededError(f"lexer DFA takes over {work} work units to build ({n_rows} rows so far)")
 
@@ -130,15 +142,14 @@ class CompiledBuild:
         refused = None
         if base + n > self.max_states:
             n = max(0, self.max_states - base)
-            refused = f"lexer DFA exceeds {self.max_states} states"
+            refused = states_refused(self.max_states)
         if self.max_bytes is not None:
             sizes = np.fromiter(map(len, sets[:n]), dtype=np.int64, count=n) * 32 + STATE_BYTES
             total = self.nbytes + np.cumsum(sizes)
             over = int(np.searchsorted(total, self.max_bytes, side="right"))
             if over < n:
                 n = over
-                refused = (f"lexer DFA exceeds {self.max_bytes} bytes ({base + n} states; raise Limits.lexer_bytes "
-                           f"or GUIDEWIRE_LEXER_BYTES)")
+                refused = bytes_refused(self.max_bytes, base + n)
             self.nbytes = int(total[n - 1]) if n else self.nbytes
         else:
             self.nbytes += n * STATE_BYTES + 32 * sum(map(len, sets[:n]))
@@ -149,7 +160,7 @@ class CompiledBuild:
         while base + n > self.trans.shape[0]:
             self._grow()
         if refused is not None:
-            raise LimitExceededError(refused)
+            raise refused
 
     def _take_readings(self, picks: list[int], readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         """Append the labels (``alive``, ``emit``) of new states read as ``readings[picks[i]]``
