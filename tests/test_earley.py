@@ -254,6 +254,100 @@ def test_an_earley_set_past_max_items_raises_on_both_paths(compiled):
         native.set_enabled(old)
 
 
+def _textbook_prediction(cfg: CFG, sym: int) -> set[tuple[int, int]]:
+    """The ``(rule, dot)`` items predicting ``sym`` adds to a set, closed by plain fixpoint
+    iteration over the rules (a nullable nonterminal after the dot is stepped over)."""
+    items = {(r, 0) for r, (lhs, _) in enumerate(cfg.rules) if lhs == sym}
+    changed = True
+    while changed:
+        changed = False
+        for r, d in list(items):
+            rhs = cfg.rules[r][1]
+            if d < len(rhs) and rhs[d] >= cfg.n_terms:
+                new = {(r2, 0) for r2, (l2, _) in enumerate(cfg.rules) if l2 == rhs[d]}
+                if rhs[d] in cfg.nullable:
+                    new.add((r, d + 1))
+                if not new <= items:
+                    items |= new
+                    changed = True
+    return items
+
+
+wide_grammars = st.lists(st.tuples(st.integers(N_TERMS, N_TERMS + 7),
+                                   st.lists(st.integers(0, N_TERMS + 7), max_size=5)), min_size=8, max_size=32)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_compiled_prediction_closure_is_the_textbook_one():
+    """``_native.earley_closure`` (the predicted part of a set, per nonterminal) against a
+    fixpoint over the rules and against the Python reference, on random grammars with empty
+    rules and cycles; and both refuse a limit one item short of the closure, the same typed
+    error, and accept the closure's own size."""
+    ran = []
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(wide_grammars)
+    def check(rules):
+        names = [f"t{i}" for i in range(N_TERMS)] + [f"N{i}" for i in range(8)]
+        try:
+            cfg = CFG.build(N_TERMS, rules, N_TERMS, names)
+        except UnsatisfiableGrammarError:
+            return
+        for sym in range(N_TERMS, len(names)):
+            want = frozenset(EarleyAutomaton(cfg).rule_base[r] + d for r, d in _textbook_prediction(cfg, sym))
+            got = {}
+            for compiled in (True, False):
+                old = native.set_enabled(compiled)
+                try:
+                    got[compiled] = EarleyAutomaton(cfg)._predicted(sym)
+                    for limit, ok in ((len(want) - 1, False), (len(want), True)):
+                        auto = EarleyAutomaton(cfg)
+                        auto.max_items = limit
+                        auto._closure.clear()      # the start symbol's was made by the constructor
+                        if ok or not want:
+                            assert auto._predicted(sym) == want
+                        else:
+                            with pytest.raises(LimitExceededError, match=f"exceeds {limit} items"):
+                                auto._predicted(sym)
+                finally:
+                    native.set_enabled(old)
+            assert got[True] == got[False] == want
+            ran.append(len(want))
+
+    check()
+    assert len(ran) >= 300 and sum(1 for n in ran if n >= 5) >= 100, (len(ran), sum(1 for n in ran if n >= 5))
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_compiled_prediction_closure_refuses_bad_input():
+    """Malformed arrays and symbols are a ValueError/TypeError, never a crash."""
+    import numpy as np
+    old = native.set_enabled(True)
+    mod = native.module()
+    native.set_enabled(old)
+    # N1 -> t0 N1 | (empty): dotted rules 0..2 (t0, N1, end) and 3 (end)
+    nxt = np.array([0, 1, -1, -1], dtype=np.int32).tobytes()
+    off = np.array([0, 0, 2], dtype=np.int32).tobytes()
+    first = np.array([0, 3], dtype=np.int32).tobytes()
+    null = bytes([0, 1])
+    assert mod.earley_closure(1, nxt, off, first, null, 1, 10) == frozenset({0, 3})
+    assert mod.earley_closure(1, nxt, off, first, null, 1, 1) is None
+    with pytest.raises(ValueError, match="not a nonterminal"):
+        mod.earley_closure(0, nxt, off, first, null, 1, 10)
+    with pytest.raises(ValueError, match="not a nonterminal"):
+        mod.earley_closure(2, nxt, off, first, null, 1, 10)
+    with pytest.raises(ValueError, match="bad item"):
+        mod.earley_closure(1, nxt, off, np.array([0, 9], dtype=np.int32).tobytes(), null, 1, 10)
+    with pytest.raises(ValueError, match="bad first_off"):
+        mod.earley_closure(1, nxt, np.array([0, 0, 5], dtype=np.int32).tobytes(), first, null, 1, 10)
+    with pytest.raises(ValueError, match="out of range"):
+        mod.earley_closure(1, np.array([5, -1, -1, -1], dtype=np.int32).tobytes(), off, first, null, 1, 10)
+    with pytest.raises(ValueError, match="sizes"):
+        mod.earley_closure(1, nxt[:3], off, first, null, 1, 10)
+    with pytest.raises(TypeError):
+        mod.earley_closure(1, np.zeros(4, dtype=np.int32), off, first, null, 1, 10)
+
+
 @pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
 def test_compiled_closure_refuses_bad_input():
     """Malformed arrays and item codes are a ValueError/TypeError, never a crash."""

@@ -20,6 +20,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args);
 PyObject *native_earley_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_pick_groups(PyObject *self, PyObject *args);
 PyObject *native_earley_predict(PyObject *self, PyObject *args);
+PyObject *native_earley_closure(PyObject *self, PyObject *args);
 PyObject *native_eps_closure(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
@@ -918,6 +919,7 @@ static PyMethodDef methods[] = {
     {"earley_make", (PyCFunction)(void (*)(void))native_earley_make, METH_FASTCALL,
      "A new Earley set's core from its kernel, and its split by next symbol (see _native_earley.c)."},
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
+    {"earley_closure", native_earley_closure, METH_VARARGS, "The dotted rules a predicted nonterminal adds to an Earley set (see _native_earley.c)."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},

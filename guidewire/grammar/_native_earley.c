@@ -23,6 +23,9 @@
  * earley_predict(closures, nxt, lhs, T, shift, start) -> (items, waiting, by_terminal, terminals, accepts_start):
  * the same split for a set's predicted part (see below).
  *
+ * earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> frozenset or None: the dotted
+ * rules predicting one nonterminal adds (see below).
+ *
  * The reference is earley.EarleyAutomaton's Python path; the tests run both.
  */
 #include "_native_buf.h"
@@ -344,4 +347,87 @@ done:
     free(items.slot);
     free(all);
     return result;
+}
+
+/* add nonterminal s's first positions (first[first_off[s]:first_off[s+1]]) to items and the agenda;
+ * -1 with an error set */
+static int add_first(I64Set *items, I64Vec *agenda, int64_t s, const int32_t *OFF, const int32_t *FIRST,
+                     Py_ssize_t n_first, Py_ssize_t n_dotted) {
+    if (OFF[s] < 0 || OFF[s] > OFF[s + 1] || OFF[s + 1] > n_first) {
+        PyErr_SetString(PyExc_ValueError, "earley_closure: bad first_off");
+        return -1;
+    }
+    for (int32_t k = OFF[s]; k < OFF[s + 1]; k++) {
+        int64_t it = FIRST[k];
+        if (it < 0 || it >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_closure: a bad item"); return -1; }
+        if (grow(items, agenda, it) < 0) { PyErr_NoMemory(); return -1; }
+    }
+    return 0;
+}
+
+/* earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> frozenset or None
+ *
+ * Every dotted rule (item with origin -1) that predicting nonterminal sym adds to a set: the first
+ * positions of sym's rules, then, for each item before a nonterminal s, s's rules' first positions
+ * (once per s) and, when s is nullable, the item's next position. first_off (n_sym + 1 int32) and
+ * first (int32) list each nonterminal's first positions; nxt is bytes of int32 and nullable bytes,
+ * as in earley_make. None: more than limit items (so exactly when the reference
+ * EarleyAutomaton._predicted raises: items only grow, and it checks after each one). */
+PyObject *native_earley_closure(PyObject *self, PyObject *args) {
+    long long sym, T, limit;
+    PyObject *o_nxt, *o_off, *o_first, *o_nul;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "LSSSSLL", &sym, &o_nxt, &o_off, &o_first, &o_nul, &T, &limit))
+        return NULL;
+    Py_ssize_t n_dotted = PyBytes_GET_SIZE(o_nxt) / 4, n_off = PyBytes_GET_SIZE(o_off) / 4;
+    Py_ssize_t n_first = PyBytes_GET_SIZE(o_first) / 4, n_sym = n_off - 1;
+    if (PyBytes_GET_SIZE(o_nxt) % 4 || PyBytes_GET_SIZE(o_off) % 4 || PyBytes_GET_SIZE(o_first) % 4 || n_off < 1 ||
+        PyBytes_GET_SIZE(o_nul) < n_sym || T < 0 || T > n_sym) {
+        PyErr_SetString(PyExc_ValueError, "earley_closure: array sizes do not match");
+        return NULL;
+    }
+    if (sym < T || sym >= n_sym) {
+        PyErr_SetString(PyExc_ValueError, "earley_closure: sym is not a nonterminal");
+        return NULL;
+    }
+    const int32_t *NXT = (const int32_t *)PyBytes_AS_STRING(o_nxt);
+    const int32_t *OFF = (const int32_t *)PyBytes_AS_STRING(o_off);
+    const int32_t *FIRST = (const int32_t *)PyBytes_AS_STRING(o_first);
+    const uint8_t *NUL = (const uint8_t *)PyBytes_AS_STRING(o_nul);
+    I64Set items = {0};
+    I64Vec agenda = {0};
+    uint8_t *seen = calloc((size_t)n_sym, 1);
+    PyObject *out = NULL;
+    if (!seen || iset_init(&items, 64)) { PyErr_NoMemory(); goto done; }
+    seen[sym] = 1;
+    if (add_first(&items, &agenda, sym, OFF, FIRST, n_first, n_dotted) < 0) goto done;
+    while (agenda.n) {
+        int64_t it = agenda.v[--agenda.n];
+        int64_t s = NXT[it];
+        if (s >= T) {
+            if (s >= n_sym) { PyErr_SetString(PyExc_ValueError, "earley_closure: a symbol out of range"); goto done; }
+            if (!seen[s]) {
+                seen[s] = 1;
+                if (add_first(&items, &agenda, s, OFF, FIRST, n_first, n_dotted) < 0) goto done;
+            }
+            if (NUL[s]) {
+                if (it + 1 >= n_dotted) { PyErr_SetString(PyExc_ValueError, "earley_closure: a bad item"); goto done; }
+                if (grow(&items, &agenda, it + 1) < 0) { PyErr_NoMemory(); goto done; }
+            }
+        }
+        if ((long long)items.n > limit) { out = Py_None; Py_INCREF(out); goto done; }
+    }
+    out = PyFrozenSet_New(NULL);
+    if (!out) goto done;
+    for (size_t i = 0; i < items.cap; i++) {
+        if (items.slot[i] < 0) continue;
+        PyObject *v = PyLong_FromLongLong(items.slot[i]);
+        if (!v || PySet_Add(out, v) < 0) { Py_XDECREF(v); Py_CLEAR(out); goto done; }
+        Py_DECREF(v);
+    }
+done:
+    free(seen);
+    free(items.slot);
+    free(agenda.v);
+    return out;
 }

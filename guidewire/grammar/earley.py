@@ -212,6 +212,13 @@ class EarleyAutomaton:
         self._next_b = np.array(nxt, dtype=np.int32).tobytes()
         self._lhs_b = np.array(lhs_of, dtype=np.int32).tobytes()
         self._nullable_b = bytes(self._nullable)
+        # per nonterminal, the first positions of its rules (for the compiled earley_closure)
+        first_off, first = [0], []
+        for sym in range(self._n_sym):
+            first.extend(self.rule_base[r] for r in cfg.by_lhs.get(sym, ()))
+            first_off.append(len(first))
+        self._first_off_b = np.array(first_off, dtype=np.int32).tobytes()
+        self._first_b = np.array(first, dtype=np.int32).tobytes()
         self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
         self.predictions: list[Prediction] = []      # its predicted part
         self.expected: list[int] = []        # bitset of terminals some item waits for
@@ -247,6 +254,14 @@ class EarleyAutomaton:
         """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set."""
         out = self._closure.get(sym)
         if out is not None:
+            return out
+        compiled = native.module()
+        if compiled is not None:
+            out = compiled.earley_closure(sym, self._next_b, self._first_off_b, self._first_b, self._nullable_b,
+                                          self.cfg.n_terms, self.max_items)
+            if out is None:
+                raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
+            self._closure[sym] = out
             return out
         by_lhs, nullable, T, base, nxt = self.cfg.by_lhs, self._nullable, self.cfg.n_terms, self.rule_base, self._next
         items = {base[r] for r in by_lhs.get(sym, ())}
