@@ -101,13 +101,16 @@ def main(argv=None) -> None:
         p.wait()
     base, new = (np.array(got[k]) for k in ("base", "new"))
     out = {k: {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-               "max": float(a.max())} for k, a in (("base", base), ("new", new))}
+               "p99.9": float(np.percentile(a, 99.9)), "max": float(a.max()),
+               "total_ms": float(a.sum() / 1e3), "over_1ms_total_ms": float(a[a > 1000].sum() / 1e3)}
+           for k, a in (("base", base), ("new", new))}
     slow = base >= np.percentile(base, 99)
     out["ratio_p50"] = out["new"]["p50"] / out["base"]["p50"]
     out["ratio_p99"] = out["new"]["p99"] / out["base"]["p99"]
     out["median_pair_ratio_all"] = float(np.median(new / base))
     out["median_pair_ratio_slowest_1pct"] = float(np.median(new[slow] / base[slow]))
     out["over_20ms"] = {k: int((a > 20_000).sum()) for k, a in (("base", base), ("new", new))}
+    out["over_5ms"] = {k: int((a > 5_000).sum()) for k, a in (("base", base), ("new", new))}
     out["tokenizer"], out["schemas"], out["seed"] = args.tokenizer, len(sample), args.seed
     print(json.dumps(out, indent=1))
     if args.out:

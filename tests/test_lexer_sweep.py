@@ -411,3 +411,33 @@ def test_lazy_rows_take_limits_past_what_c_holds():
         finally:
             native.set_enabled(old)
     assert out[0][0] >= 10 and all(o == out[0] for o in out)
+
+
+def test_reading_memo_labels_states_as_the_shadowing_choice(monkeypatch):
+    """New states' labels on the compiled path come from a memo of readings met in earlier
+    batches (``_take_readings``): with it, with a bound that clears it at every entry, and on the
+    Python path the lexer is the same, and the memo answers some readings (fewer shadowing
+    choices run)."""
+    if not native.available():
+        return
+    from guidewire.grammar import lexerbuild
+
+    patterns = ["[a-z]{0,6}", "[a-z0-9]{1,5}", "ab[a-z]*", "[0-9]+", '"[^"]{0,8}"', "a[a-z0-9]{2,4}b"]
+    calls = {"best": 0}
+    best = lexer.ByteDFA._best
+
+    def counting(self, accepting):
+        calls["best"] += 1
+        return best(self, accepting)
+
+    monkeypatch.setattr(lexer.ByteDFA, "_best", counting)
+    ref = _lazy_on(patterns, 0b101, False, 11, None, 200_000, None)
+    runs, default = {}, lexerbuild.READING_MEMO_BYTES
+    for bound in (default, 0):
+        monkeypatch.setattr(lexerbuild, "READING_MEMO_BYTES", bound)
+        calls["best"] = 0
+        got = _lazy_on(patterns, 0b101, True, 11, None, 200_000, None)
+        a, b = got[1], ref[1]
+        assert a[0] == b[0] > 50 and np.array_equal(a[1], b[1]) and a[3:] == b[3:]
+        runs[bound] = calls["best"]
+    assert runs[default] < runs[0], runs

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from guidewire.core import bitmask_to_bool
 from guidewire.core.errors import GuidewireError
-from guidewire.grammar import builtin_grammar, compile_lark, compile_regex
+from guidewire.grammar import builtin_grammar, compile_lark, compile_regex, native
 from guidewire.grammar.lexer import DEAD, START
 from guidewire.grammar.tokentable import TableBuilder, build_table, walk_token
 
@@ -474,3 +474,57 @@ def test_admitted_numbers_counts_the_admitted_groups(admitted):
         want.append(k if ok else -1)
         k += ok
     assert admitted_numbers(admitted).tolist() == want + [-1]
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_building_rows_ahead_keeps_tables_and_saves_walk_rounds(smollm2, monkeypatch):
+    """The compiled walk builds the lexer rows its stopped tokens will reach, ahead of them
+    (``_build_ahead``): on a lazily built product lexer the tables read the same with it and
+    without it (``BUILD_AHEAD_LAYERS`` 0) at every lexer state an instance passes through, and
+    the walk goes back to Python for rows fewer times."""
+    import guidewire.grammar.tabletuning as tt
+    from guidewire.grammar import compile_json_schema, compiled
+
+    mod = native.module()
+    if mod is None:
+        pytest.skip("the compiled walk is switched off on this path")
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 3, "maxLength": 40},
+        "email": {"type": "string", "format": "email"},
+        "host": {"type": "string", "format": "hostname", "maxLength": 30}},
+        "required": ["name", "email"], "additionalProperties": False}
+    text = b'{"name": "Ada Lovelace", "email": "ada.l@example.com", "host": "ex.example.org"}'
+    monkeypatch.setattr(tt, "MIRROR_ALL_ROWS", 0)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+
+    class Counting:
+        rounds = 0
+
+        def __getattr__(self, name):
+            return getattr(mod, name)
+
+        def walk(self, *args):
+            Counting.rounds += 1
+            return mod.walk(*args)
+
+    seen = {}
+    for layers in (0, tt.BUILD_AHEAD_LAYERS):
+        monkeypatch.setattr(tt, "BUILD_AHEAD_LAYERS", layers)
+        Counting.rounds = 0
+        monkeypatch.setattr(native, "_compiled", Counting())
+        dfa = compile_json_schema(schema, smollm2).dfa
+        builder = TableBuilder(dfa, smollm2)
+        got, q = [], START
+        for b in text:
+            got.append({t: (tuple(dfa.term_sets[x] for x in lexemes), alive)
+                        for t, (lexemes, alive) in readings(builder, q).items()})
+            q = dfa.step(q, b)
+            if q == DEAD:
+                q = dfa.step(START, b)
+        monkeypatch.setattr(native, "_compiled", mod)
+        assert builder._rows is None     # the mirror stayed row by row (the laziness is real)
+        seen[layers] = (got, Counting.rounds)
+    (plain, plain_rounds), (ahead, ahead_rounds) = seen[0], seen[tt.BUILD_AHEAD_LAYERS]
+    assert len(plain) == len(text) and sum(len(r) for r in plain) > 10_000
+    assert ahead == plain
+    assert ahead_rounds < plain_rounds, (ahead_rounds, plain_rounds)

@@ -96,6 +96,10 @@ class ByteDFA(CompiledBuild):
         self.term_sets: list[tuple[int, ...]] = []
         self._term_set_index: dict[tuple[int, ...], int] = {}
         self._best_memo: dict[frozenset[int], int] = {}     # accepting terminals -> emitted set id
+        # (accepting, growing) reading from the compiled rows -> (alive bitset, emitted set id); cleared
+        # past READING_MEMO_BYTES (see lexerbuild.CompiledBuild._take_readings)
+        self._reading_memo: dict[tuple, tuple[int, int]] = {}
+        self._reading_memo_bytes = 0
         self.term_set_ignored: list[bool] = []
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)

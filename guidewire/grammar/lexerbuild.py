@@ -28,6 +28,13 @@ def bytes_refused(max_bytes: int, n_states: int) -> LimitExceededError:
                               f"or GUIDEWIRE_LEXER_BYTES)")
 
 
+#: bound on the lexer's memo of readings met by the compiled rows, in estimated bytes (an entry:
+#: READING_ENTRY_BYTES plus READING_TERM_BYTES per terminal id in its two tuples); cleared when full
+READING_MEMO_BYTES = 4 << 20
+READING_ENTRY_BYTES = 300
+READING_TERM_BYTES = 40
+
+
 class CompiledBuild:
     """The compiled-path half of :class:`~.lexer.ByteDFA` (a mixin: it reads the lexer's NFA
     tables, dicts, labels and limits)."""
@@ -165,17 +172,29 @@ class CompiledBuild:
     def _take_readings(self, picks: list[int], readings: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         """Append the labels (``alive``, ``emit``) of new states read as ``readings[picks[i]]``
         (accepting terminals, owners of growing NFA states; numbered in order of first use): the
-        shadowing choice runs once per reading, in the same order as :meth:`_intern` meets them."""
+        shadowing choice runs once per reading, in the same order as :meth:`_intern` meets them.
+        A reading met in an earlier batch is answered from a memo (a pure function of the
+        reading; at most :data:`READING_MEMO_BYTES`, cleared when full)."""
         alive_of, emit_of = [], []
-        for accepting, growing in readings[:max(picks, default=-1) + 1]:
-            alive = 0
-            for t in growing:
-                alive |= 1 << t
-            best = self._best(accepting)
-            if best >= 0:   # a terminal shadowed on this lexeme and unable to grow is dead
-                for t in self.term_sets[best]:
+        memo = self._reading_memo
+        for reading in readings[:max(picks, default=-1) + 1]:
+            got = memo.get(reading)
+            if got is None:
+                accepting, growing = reading
+                alive = 0
+                for t in growing:
                     alive |= 1 << t
-            alive_of.append(self._alive_memo.setdefault(alive, alive))
-            emit_of.append(best)
+                best = self._best(accepting)
+                if best >= 0:   # a terminal shadowed on this lexeme and unable to grow is dead
+                    for t in self.term_sets[best]:
+                        alive |= 1 << t
+                size = READING_ENTRY_BYTES + READING_TERM_BYTES * (len(accepting) + len(growing))
+                if self._reading_memo_bytes + size > READING_MEMO_BYTES:
+                    memo.clear()
+                    self._reading_memo_bytes = 0
+                self._reading_memo_bytes += size
+                got = memo[reading] = (self._alive_memo.setdefault(alive, alive), best)
+            alive_of.append(got[0])
+            emit_of.append(got[1])
         self.alive.extend([alive_of[r] for r in picks])
         self.emit.extend([emit_of[r] for r in picks])

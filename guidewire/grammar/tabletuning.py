@@ -36,6 +36,8 @@ SLICE_MAX_CHARS = 48      # follow a chain of character steps this far (longer t
 EAGER_LEXER_STATES = 16384  # compile determinises a lexer up front when it has at most this many states
 EAGER_LEXER_WORK = 24_000_000  # ... and takes at most this many work units (core.limits.Fuel's) to build:
                               # a count, not a clock, so how far it gets is the same on every machine
+BUILD_AHEAD_LAYERS = 64    # a compiled walk builds the rows its stopped tokens reach next this many bytes ahead
+BUILD_AHEAD_IDLE = 4       # ... following a token no further than this many bytes through rows built already
 MIRROR_ALL_ROWS = EAGER_LEXER_STATES  # a complete lexer of at most this many states is mirrored whole
                           # (rows copied at once, no more checks; with 2048 instead, paired MaskBench
                           # p99 against the whole copy was 1.03x, with this 1.00x); larger ones copy

@@ -13,6 +13,7 @@ from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, _kept, admitted_numbers, rows_by_group
 from .dfamirror import _ROW
+from .vocabindex import SENTINEL
 
 
 class TokenWalker:
@@ -129,11 +130,57 @@ class TokenWalker:
             if not wait.size:
                 return fin, nb, lex
             q = st.take(wait)
+            if self._rows is None:      # and the rows these tokens reach later (see _build_ahead)
+                q = np.concatenate((q, self._build_ahead(q, at.take(wait), nb.take(wait))))
             self._need(q)       # rows not built or not copied yet (a no-op once mirrored whole)
             for slot in _distinct(self.hub.take(q[q < self._cap])):
                 if slot >= 0:
                     self._hub(int(slot))
             idx = wait
+
+    def _build_ahead(self, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """Build the lexer rows that tokens stopped at ``state`` (rows not built yet; the next byte
+        to read at ``ptr``; ``ended`` lexemes so far) will ask for, and return the states they pass through (repeats
+        allowed; ``state`` included), for the mirror to copy their rows at once.
+
+        The tokens are walked on byte by byte through the lexer's own rows, a layer of them at a
+        time (a lexeme's end restarts a token from START, as the walk does), and every state
+        they reach whose row is not built yet is built, one ``ensure_rows`` per layer: the rows
+        the walk itself would stop at and ask for, one round each, but where a token leaves
+        the walk at a hub it reads as from (its later rows are then built for nothing: rows are
+        a function of the state, so no mask changes). A token is followed up to its end, a dead
+        end, more lexemes than the walk tracks, :data:`~.tabletuning.BUILD_AHEAD_IDLE` bytes in a
+        row through built rows (it has likely joined lexer states built before), or
+        :data:`~.tabletuning.BUILD_AHEAD_LAYERS` bytes in all.
+        """
+        dfa, flat = self.dfa, self.layout.flat16
+        seen = []
+        q, p, count = state, ptr, ended
+        idle = np.zeros(q.size, dtype=np.int64)     # bytes since the token last met a row not built
+        for _layer in range(tuning.BUILD_AHEAD_LAYERS):
+            fresh = ~dfa.row_done.take(q)
+            if fresh.any():
+                dfa.ensure_rows(q[fresh])
+            seen.append(q)
+            idle = np.where(fresh, 0, idle + 1)
+            b = flat.take(p).astype(np.int64)
+            go = _flatnonzero((b < SENTINEL) & (idle <= tuning.BUILD_AHEAD_IDLE))
+            if not go.size:
+                break
+            q, p, b, count, idle = q.take(go), p.take(go), b.take(go), count.take(go), idle.take(go)
+            t = dfa.trans[q, b].astype(np.int64)
+            end = _flatnonzero(t == DEAD)
+            if end.size:        # a lexeme ends before this byte: restart from START if it emits
+                self._sync()
+                emits = self.emit.take(q.take(end)) >= 0
+                t[end] = np.where(emits, dfa.trans[START].take(b.take(end)), DEAD)
+                count[end] += 1
+                t[end[count.take(end) > tuning.MAX_TRACKED_BOUNDARIES]] = DEAD
+            keep = _flatnonzero(t > DEAD)
+            if not keep.size:
+                break
+            q, p, count, idle = t.take(keep), p.take(keep) + 1, count.take(keep), idle.take(keep)
+        return np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
 
     def _meet_hubs(self, jump, slots, idx, state, ptr, origin, nb, met):
         """Running tokens ``jump`` sit in hubs (``slots``): take out those that read as from their hub.
