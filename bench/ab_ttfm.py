@@ -35,9 +35,14 @@ files = sorted(glob.glob(os.path.join(os.environ.get("MASKBENCH_DATA", os.path.j
 def ask(p, f):
     p.stdin.write(f + "\n"); p.stdin.flush(); return json.loads(p.stdout.readline())
 for f in files[:15]: ask(old, f); ask(new, f)   # warm-up
-pairs = []
+pairs, names = [], []
 for i, f in enumerate(files[15:15 + n]):
     a, b = (ask(old, f), ask(new, f)) if i % 2 == 0 else tuple(reversed((ask(new, f), ask(old, f))))
-    if a is not None and b is not None: pairs.append((a, b))
+    if a is not None and b is not None: pairs.append((a, b)); names.append(os.path.basename(f))
 a = np.array(pairs)
 print(f"{tok} n {len(a)} TTFM p50 old {np.median(a[:,0]):.1f} new {np.median(a[:,1]):.1f} ms; p90 {np.percentile(a[:,0],90):.1f} / {np.percentile(a[:,1],90):.1f}; median paired new/old {np.median(a[:,1]/a[:,0]):.3f}")
+slow = a[:, 0] >= np.percentile(a[:, 0], 90)   # the slowest tenth of the old tree's schemas
+print(f"slowest tenth: {int(slow.sum())} schemas, total old {a[slow, 0].sum():.0f} new {a[slow, 1].sum():.0f} ms, "
+      f"median paired new/old {np.median(a[slow, 1] / a[slow, 0]):.3f}; all: total old {a[:, 0].sum():.0f} new {a[:, 1].sum():.0f} ms")
+worst = sorted(range(len(a)), key=lambda k: a[k, 0] - a[k, 1])[:5]
+print("largest slowdowns (old -> new ms):", ", ".join(f"{names[k]} {a[k, 0]:.0f} -> {a[k, 1]:.0f}" for k in worst))

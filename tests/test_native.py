@@ -539,16 +539,29 @@ def test_chain_scan_and_split_match_python(seed, n, reach):
             c.chain_scan(tails, lens, np.array([size], dtype=np.int64), np.array([q1], dtype=np.int64), q1)
 
 
-@settings(max_examples=200, deadline=None, database=None, derandomize=True)
-@given(st.lists(st.integers(-2**40, 2**40), max_size=60), st.sampled_from([list, tuple, frozenset]))
-def test_int_key_matches_the_reference(values, kind):
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(st.one_of(st.lists(st.integers(-2**40, 2**40), max_size=60),
+                 st.lists(st.integers(0, 40), min_size=17, max_size=400),      # many repeats
+                 st.lists(st.integers(-2**62, 2**62), min_size=17, max_size=400)),
+       st.sampled_from([list, tuple, frozenset]), st.sampled_from(["as is", "sorted", "reversed", "organ pipe"]))
+def test_int_key_matches_the_reference(values, kind, order):
     """``int_key``: the distinct ints, sorted, as a tuple -- the reference's -- that the cyclic
-    collector does not track (the empty tuple is CPython's own singleton, never tracked)."""
+    collector does not track (the empty tuple is CPython's own singleton, never tracked). Its sort
+    (``sort_i64``, the C sources' int64 sort) on presorted, reversed and organ-pipe inputs too, and
+    with a depth limit of 0 and 1 (heapsort alone, heapsort after one partition)."""
     import gc
 
     from guidewire.grammar.lexer import int_key
+    if order == "sorted":
+        values = sorted(values)
+    elif order == "reversed":
+        values = sorted(values, reverse=True)
+    elif order == "organ pipe":
+        values = sorted(values)[::2] + sorted(values)[1::2][::-1]
     got = native.module().int_key(kind(values))
     assert got == tuple(sorted(set(values))) and type(got) is tuple
+    for depth in (0, 1, 3):
+        assert native.module().int_key(kind(values), depth) == got
     assert not gc.is_tracked(got)
     with _path(False):
         assert int_key(kind(values)) == got

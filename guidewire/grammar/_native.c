@@ -449,7 +449,7 @@ static PyObject *native_row_form_grow(PyObject *self, PyObject *args) {
         }
         if (SLOT[S[k]] == -2) groups[n_new++] = S[k];
     }
-    qsort(groups, (size_t)n_new, sizeof(int64_t), cmp_i64);
+    sort_i64(groups, (size_t)(n_new));
     Py_ssize_t m = 0, n_sparse = 0;
     int64_t total = 0;
     for (Py_ssize_t k = 0; k < n_new; k++)
@@ -599,17 +599,15 @@ done:
 /* int_key(states) -> the distinct ints of an iterable, as a sorted tuple the cyclic collector
  * does not track (a lexer state's key: see untrack_int_tuple). The reference is
  * tuple(sorted(set(states))). */
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-static PyObject *native_int_key(PyObject *self, PyObject *arg) {
+static PyObject *native_int_key(PyObject *self, PyObject *args) {
     (void)self;
+    PyObject *arg;
+    int depth = -1;   /* the sort's depth limit, for the tests (0: heapsort alone); -1: sort_i64's */
+    if (!PyArg_ParseTuple(args, "O|i", &arg, &depth)) return NULL;
     PyObject *seq = PySequence_Fast(arg, "int_key: an iterable of ints is needed"), *t = NULL;
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = 0;
-    long long *v = malloc((n ? n : 1) * sizeof(long long));
+    int64_t *v = malloc((n ? n : 1) * sizeof(int64_t));
     if (!v) { Py_DECREF(seq); return PyErr_NoMemory(); }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
@@ -617,7 +615,8 @@ static PyObject *native_int_key(PyObject *self, PyObject *arg) {
         v[i] = PyLong_AsLongLong(x);
         if (v[i] == -1 && PyErr_Occurred()) goto done;
     }
-    qsort(v, (size_t)n, sizeof(long long), cmp_ll);
+    if (depth < 0) sort_i64(v, (size_t)n);
+    else sort_i64_depth(v, (size_t)n, depth);
     for (Py_ssize_t i = 0; i < n; i++)
         if (!m || v[i] != v[m - 1]) v[m++] = v[i];
     t = PyTuple_New(m);
@@ -923,7 +922,7 @@ static PyMethodDef methods[] = {
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
-    {"int_key", native_int_key, METH_O, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
+    {"int_key", native_int_key, METH_VARARGS, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

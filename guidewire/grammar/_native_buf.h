@@ -4,6 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef struct {
@@ -43,6 +44,71 @@ static inline void release(Buf *b) {
 static inline int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* Sorting int64 values ascending in place, with the comparison inlined (qsort's call through
+ * cmp_i64 per comparison was most of the sorting time of a lazy lexer's rows): an introsort,
+ * median-of-three quicksort on the smaller side first, insertion sort for short runs, heapsort past
+ * a depth limit (so O(n log n) on any input). sort_i64_depth takes the depth limit (0: heapsort
+ * alone; the tests reach that path through int_key). */
+static inline void isort_i64(int64_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        int64_t x = v[i];
+        size_t j = i;
+        while (j > 0 && v[j - 1] > x) { v[j] = v[j - 1]; j--; }
+        v[j] = x;
+    }
+}
+
+static inline void sift_i64(int64_t *v, size_t root, size_t n) {
+    int64_t x = v[root];
+    for (;;) {
+        size_t c = 2 * root + 1;
+        if (c >= n) break;
+        if (c + 1 < n && v[c + 1] > v[c]) c++;
+        if (v[c] <= x) break;
+        v[root] = v[c];
+        root = c;
+    }
+    v[root] = x;
+}
+
+static inline void heapsort_i64(int64_t *v, size_t n) {
+    if (n < 2) return;
+    for (size_t i = n / 2; i-- > 0;) sift_i64(v, i, n);
+    for (size_t end = n - 1; end > 0; end--) {
+        int64_t t = v[0]; v[0] = v[end]; v[end] = t;
+        sift_i64(v, 0, end);
+    }
+}
+
+static inline void sort_i64_depth(int64_t *v, size_t n, int depth) {
+    while (n > 16) {
+        if (depth-- <= 0) { heapsort_i64(v, n); return; }
+        size_t mid = n / 2;   /* the median of three to v[0]: the pivot of Hoare's partition */
+        int64_t a = v[0], b = v[mid], c = v[n - 1];
+        size_t m = (a < b) ? ((b < c) ? mid : ((a < c) ? n - 1 : 0)) : ((a < c) ? 0 : ((b < c) ? n - 1 : mid));
+        int64_t t = v[0]; v[0] = v[m]; v[m] = t;
+        int64_t p = v[0];
+        ptrdiff_t i = -1, j = (ptrdiff_t)n;
+        for (;;) {   /* Hoare's partition with the pivot at v[0]: the split j is in [0, n - 2] */
+            do j--; while (v[j] > p);
+            do i++; while (v[i] < p);
+            if (i >= j) break;
+            t = v[i]; v[i] = v[j]; v[j] = t;
+        }
+        /* v[0..j] <= p <= v[j+1..n-1] */
+        size_t left = (size_t)j + 1, right = n - left;
+        if (left < right) { sort_i64_depth(v, left, depth); v += left; n = right; }
+        else { sort_i64_depth(v + left, right, depth); n = left; }
+    }
+    isort_i64(v, n);
+}
+
+static inline void sort_i64(int64_t *v, size_t n) {
+    int depth = 0;
+    for (size_t k = n; k > 1; k >>= 1) depth += 2;
+    sort_i64_depth(v, n, depth);
 }
 
 /* A tuple of ints alone can be in no reference cycle, so the tuples of ints made here leave the

@@ -45,7 +45,7 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args) {
         }
         if (H[t] >= 0) hubs[n_hubs++] = t;
     }
-    qsort(hubs, (size_t)n_hubs, sizeof(int64_t), cmp_i64);
+    sort_i64(hubs, (size_t)(n_hubs));
     out = PyList_New(0);
     if (!out) goto done;
     int kept = 0;

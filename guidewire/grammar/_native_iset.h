@@ -81,7 +81,7 @@ static inline int64_t *iset_sorted(const I64Set *s) {
     size_t k = 0;
     for (size_t i = 0; i < s->cap; i++)
         if (s->slot[i] >= 0) all[k++] = s->slot[i];
-    qsort(all, k, sizeof(int64_t), cmp_i64);
+    sort_i64(all, k);
     return all;
 }
 

@@ -262,7 +262,7 @@ static long long row_targets(const Nfa *A, Scratch *w, const int64_t *m, int64_t
     for (int k = 0; k < n_el; k++) {   /* sort and deduplicate; cnt[k] becomes the range's end */
         int64_t a = w->pos[k], b = w->cnt[k];
         if (a == b) continue;
-        qsort(w->tgt + a, (size_t)(b - a), sizeof(int64_t), cmp_i64);
+        sort_i64(w->tgt + a, (size_t)(b - a));
         int64_t q = a + 1;
         for (int64_t j = a + 1; j < b; j++)
             if (w->tgt[j] != w->tgt[q - 1]) w->tgt[q++] = w->tgt[j];
@@ -305,7 +305,7 @@ static int64_t closure(const Nfa *A, Scratch *w, const int64_t *seeds, int64_t n
             }
         }
     }
-    qsort(w->members, (size_t)n_mem, sizeof(int64_t), cmp_i64);
+    sort_i64(w->members, (size_t)(n_mem));
     return n_mem;
 }
 
@@ -319,8 +319,8 @@ static int64_t reading_id(const Nfa *A, SetIndex *RD, int64_t *key, const int64_
         if (t >= 0) a[n_acc++] = t;
         if (t < 0 || A->OFF[s + 1] > A->OFF[s]) g[n_grow++] = A->OWN[s];
     }
-    qsort(a, (size_t)n_acc, sizeof(int64_t), cmp_i64);
-    qsort(g, (size_t)n_grow, sizeof(int64_t), cmp_i64);
+    sort_i64(a, (size_t)(n_acc));
+    sort_i64(g, (size_t)(n_grow));
     int64_t k = 1;
     for (int64_t j = 0; j < n_acc; j++) if (k == 1 || a[j] != key[k - 1]) key[k++] = a[j];
     key[0] = k - 1;
