@@ -552,6 +552,8 @@ def test_int_key_matches_the_reference(values, kind, order):
     import gc
 
     from guidewire.grammar.lexer import int_key
+    if kind is frozenset:   # no order to keep
+        order = "as is"
     if order == "sorted":
         values = sorted(values)
     elif order == "reversed":

@@ -480,8 +480,9 @@ def test_admitted_numbers_counts_the_admitted_groups(admitted):
 def test_building_rows_ahead_keeps_tables_and_saves_walk_rounds(smollm2, monkeypatch):
     """The compiled walk builds the lexer rows its stopped tokens will reach, ahead of them
     (``_build_ahead``): on a lazily built product lexer the tables read the same with it and
-    without it (``BUILD_AHEAD_LAYERS`` 0) at every lexer state an instance passes through, and
-    the walk goes back to Python for rows fewer times."""
+    without it (``BUILD_AHEAD_LAYERS`` 0) at every lexer state an instance passes through, the
+    lexer ends with the same states and rows, and the walk goes back to Python for rows fewer
+    times."""
     import guidewire.grammar.tabletuning as tt
     from guidewire.grammar import compile_json_schema, compiled
 
@@ -523,8 +524,37 @@ def test_building_rows_ahead_keeps_tables_and_saves_walk_rounds(smollm2, monkeyp
                 q = dfa.step(START, b)
         monkeypatch.setattr(native, "_compiled", mod)
         assert builder._rows is None     # the mirror stayed row by row (the laziness is real)
-        seen[layers] = (got, Counting.rounds)
-    (plain, plain_rounds), (ahead, ahead_rounds) = seen[0], seen[tt.BUILD_AHEAD_LAYERS]
+        seen[layers] = (got, Counting.rounds, (dfa.n_states, dfa.rows_built))
+    (plain, plain_rounds, plain_lexer), (ahead, ahead_rounds, ahead_lexer) = seen[0], seen[tt.BUILD_AHEAD_LAYERS]
     assert len(plain) == len(text) and sum(len(r) for r in plain) > 10_000
     assert ahead == plain
     assert ahead_rounds < plain_rounds, (ahead_rounds, plain_rounds)
+    # here no row the walk would not build: the same lexer states and rows in the end (so the same
+    # work), only built in fewer, larger batches
+    assert ahead_lexer == plain_lexer and plain_lexer[1] > 100, (ahead_lexer, plain_lexer)
+
+
+def test_rows_are_built_ahead_only_far_from_the_limits(smollm2, monkeypatch):
+    """``_room_ahead``: rows past the first layer are built ahead only while the lexer is within
+    half its state and byte bounds and the step has half its work budget left."""
+    from guidewire.core.limits import Fuel
+    from guidewire.grammar import compiled
+
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    dfa = compile_regex(r"[a-z]{1,12}@[a-z]{2,9}\.(com|org)", smollm2).dfa
+    builder = TableBuilder(dfa, smollm2)
+    dfa.fuel, dfa.max_bytes = None, None
+    dfa.max_states = 2 * dfa.n_states
+    assert builder._room_ahead()
+    dfa.max_states = 2 * dfa.n_states - 1
+    assert not builder._room_ahead()
+    dfa.max_states = 10**6
+    dfa.max_bytes = 2 * dfa.nbytes - 1
+    assert not builder._room_ahead()
+    dfa.max_bytes = 2 * dfa.nbytes
+    dfa.fuel = Fuel(1000, None)
+    assert builder._room_ahead()
+    dfa.fuel.spend(500)
+    assert builder._room_ahead()
+    dfa.fuel.spend(1)
+    assert not builder._room_ahead()

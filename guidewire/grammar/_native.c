@@ -599,11 +599,18 @@ done:
 /* int_key(states) -> the distinct ints of an iterable, as a sorted tuple the cyclic collector
  * does not track (a lexer state's key: see untrack_int_tuple). The reference is
  * tuple(sorted(set(states))). */
-static PyObject *native_int_key(PyObject *self, PyObject *args) {
+static PyObject *native_int_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    PyObject *arg;
     int depth = -1;   /* the sort's depth limit, for the tests (0: heapsort alone); -1: sort_i64's */
-    if (!PyArg_ParseTuple(args, "O|i", &arg, &depth)) return NULL;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "int_key takes an iterable of ints and an optional sort depth");
+        return NULL;
+    }
+    if (nargs == 2) {
+        depth = (int)PyLong_AsLong(args[1]);
+        if (depth == -1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *arg = args[0];
     PyObject *seq = PySequence_Fast(arg, "int_key: an iterable of ints is needed"), *t = NULL;
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = 0;
@@ -922,7 +929,7 @@ static PyMethodDef methods[] = {
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
-    {"int_key", native_int_key, METH_VARARGS, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
+    {"int_key", (PyCFunction)(void (*)(void))native_int_key, METH_FASTCALL, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
     {NULL, NULL, 0, NULL},
 };

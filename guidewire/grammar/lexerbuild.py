@@ -188,12 +188,14 @@ class CompiledBuild:
                 if best >= 0:   # a terminal shadowed on this lexeme and unable to grow is dead
                     for t in self.term_sets[best]:
                         alive |= 1 << t
+                got = (self._alive_memo.setdefault(alive, alive), best)
                 size = READING_ENTRY_BYTES + READING_TERM_BYTES * (len(accepting) + len(growing))
                 if self._reading_memo_bytes + size > READING_MEMO_BYTES:
                     memo.clear()
                     self._reading_memo_bytes = 0
-                self._reading_memo_bytes += size
-                got = memo[reading] = (self._alive_memo.setdefault(alive, alive), best)
+                if size <= READING_MEMO_BYTES:
+                    self._reading_memo_bytes += size
+                    memo[reading] = got
             alive_of.append(got[0])
             emit_of.append(got[1])
         self.alive.extend([alive_of[r] for r in picks])

@@ -148,16 +148,21 @@ class TokenWalker:
         they reach whose row is not built yet is built, one ``ensure_rows`` per layer: the rows
         the walk itself would stop at and ask for, one round each, but where a token leaves
         the walk at a hub it reads as from (its later rows are then built for nothing: rows are
-        a function of the state, so no mask changes). A token is followed up to its end, a dead
-        end, more lexemes than the walk tracks, :data:`~.tabletuning.BUILD_AHEAD_IDLE` bytes in a
-        row through built rows (it has likely joined lexer states built before), or
-        :data:`~.tabletuning.BUILD_AHEAD_LAYERS` bytes in all.
+        a function of the state, so no mask changes; such rows are mostly the ones the hub's own
+        table builds). A token is followed up to its end, a dead end, more lexemes than the walk
+        tracks, :data:`~.tabletuning.BUILD_AHEAD_IDLE` bytes in a row through built rows (it has
+        likely joined lexer states built before), or :data:`~.tabletuning.BUILD_AHEAD_LAYERS`
+        bytes in all; and no layer past the first is built once the lexer is past half its state
+        or byte bound or the step has spent half its work budget (:meth:`_room_ahead`), so near
+        a limit the walk builds only the rows it asks for.
         """
         dfa, flat = self.dfa, self.layout.flat16
         seen = []
         q, p, count = state, ptr, ended
         idle = np.zeros(q.size, dtype=np.int64)     # bytes since the token last met a row not built
-        for _layer in range(tuning.BUILD_AHEAD_LAYERS):
+        for layer in range(tuning.BUILD_AHEAD_LAYERS):
+            if layer and not self._room_ahead():
+                break
             fresh = ~dfa.row_done.take(q)
             if fresh.any():
                 dfa.ensure_rows(q[fresh])
@@ -181,6 +186,15 @@ class TokenWalker:
                 break
             q, p, count, idle = t.take(keep), p.take(keep) + 1, count.take(keep), idle.take(keep)
         return np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
+
+    def _room_ahead(self) -> bool:
+        """Whether rows may be built ahead of the walk: the lexer is within half its bounds on
+        states and bytes and the step has half its work budget left."""
+        dfa = self.dfa
+        if dfa.n_states * 2 > dfa.max_states or (dfa.max_bytes is not None and dfa.nbytes * 2 > dfa.max_bytes):
+            return False
+        fuel = dfa.fuel
+        return fuel is None or fuel.left * 2 >= fuel.limit
 
     def _meet_hubs(self, jump, slots, idx, state, ptr, origin, nb, met):
         """Running tokens ``jump`` sit in hubs (``slots``): take out those that read as from their hub.
