@@ -131,7 +131,7 @@ class TokenWalker:
                 return fin, nb, lex
             q = st.take(wait)
             if self._rows is None:      # and the rows these tokens reach later (see _build_ahead)
-                q = np.concatenate((q, self._build_ahead(q, at.take(wait), nb.take(wait))))
+                q = self._build_ahead(q, at.take(wait), nb.take(wait))
             self._need(q)       # rows not built or not copied yet (a no-op once mirrored whole)
             for slot in _distinct(self.hub.take(q[q < self._cap])):
                 if slot >= 0:
@@ -140,8 +140,8 @@ class TokenWalker:
 
     def _build_ahead(self, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray) -> np.ndarray:
         """Build the lexer rows that tokens stopped at ``state`` (rows not built yet; the next byte
-        to read at ``ptr``; ``ended`` lexemes so far) will ask for, and return the states they pass through (repeats
-        allowed; ``state`` included), for the mirror to copy their rows at once.
+        to read at ``ptr``; ``ended`` lexemes so far) will ask for, and return ``state`` and the
+        states they pass through (repeats allowed), for the mirror to copy their rows at once.
 
         The tokens are walked on byte by byte through the lexer's own rows, a layer of them at a
         time (a lexeme's end restarts a token from START, as the walk does), and every state
@@ -157,7 +157,7 @@ class TokenWalker:
         a limit the walk builds only the rows it asks for.
         """
         dfa, flat = self.dfa, self.layout.flat16
-        seen = []
+        seen = [state]
         q, p, count = state, ptr, ended
         idle = np.zeros(q.size, dtype=np.int64)     # bytes since the token last met a row not built
         for layer in range(tuning.BUILD_AHEAD_LAYERS):
@@ -166,7 +166,8 @@ class TokenWalker:
             fresh = ~dfa.row_done.take(q)
             if fresh.any():
                 dfa.ensure_rows(q[fresh])
-            seen.append(q)
+            if layer:
+                seen.append(q)
             idle = np.where(fresh, 0, idle + 1)
             b = flat.take(p).astype(np.int64)
             go = _flatnonzero((b < SENTINEL) & (idle <= tuning.BUILD_AHEAD_IDLE))
@@ -185,7 +186,7 @@ class TokenWalker:
             if not keep.size:
                 break
             q, p, count, idle = t.take(keep), p.take(keep) + 1, count.take(keep), idle.take(keep)
-        return np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
+        return np.concatenate(seen)
 
     def _room_ahead(self) -> bool:
         """Whether rows may be built ahead of the walk: the lexer is within half its bounds on
