@@ -27,6 +27,7 @@ from .earley import EarleyAutomaton
 from .lexer import DEAD, START, ByteDFA
 from .matcher import GrammarMatcher
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
+from .projection import Projection
 from .tabletuning import EAGER_LEXER_STATES, EAGER_LEXER_WORK  # the up-front lexer build's bounds
 from .tokentable import TableBuilder, TokenTable, vocab_layout
 
@@ -40,6 +41,7 @@ PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per cho
 FEW_PARTS = 2               # a table of at most this many lexeme parts is picked from in Python (the C call costs more)
 ADMIT_MEMO_BYTES = 4 << 20  # bound of the memo of group keys FOLLOW admits (about ADMIT_ENTRY_BYTES each)
 ADMIT_ENTRY_BYTES = 160     # a memoised group key: its tuple, ints and dict slot
+PROJECT_LEXEMES = True      # lazy lexers: drop unexpected sealed terminals from lexer states (projection.py)
 
 
 def _weak_call(method):
@@ -110,6 +112,10 @@ class CompiledGrammar:
         self._builder.has_table = _weak_call(self._has_table)
         self._rep = self._lexer_classes()
         self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
+        # a lazily built lexer's states projected onto the expected terminals (an eager one's
+        # state classes and mirror are final: it gets no new states)
+        proj = Projection(dfa) if PROJECT_LEXEMES and not self._rep.size else None
+        self._projection = proj if proj is not None and proj.active else None
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
@@ -211,7 +217,15 @@ class CompiledGrammar:
             q = nq
         if q != START and not (dfa.alive[q] & self._x(s)):
             return None
-        return s, q
+        return s, self._project(s, q)
+
+    def _project(self, s: int, q: int) -> int:
+        """Lexer state ``q`` less the sealed terminals parser state ``s`` does not expect (see
+        :class:`~.projection.Projection`): the same mask, the same verdict on every token."""
+        proj = self._projection
+        if proj is None or q <= START or self._builder._rows is not None:   # a mirror copied whole takes no new state
+            return q
+        return proj.project(q, self._x(s))
 
     def table(self, q: int) -> TokenTable:
         """The token table of lexer state ``q`` (built on first use, without impossible groups)."""
@@ -347,7 +361,14 @@ class CompiledGrammar:
                 self._masks.move_to_end(key)
                 return row
             self._fuel.refill()
-            return self._mask(s, q)
+            p = self._project(s, q)
+            if p == q:
+                return self._mask(s, q)
+            row = self._mask(s, p)      # the same row: kept under q's key too
+            self._masks[key] = row
+            if len(self._masks) > self._mask_budget:
+                self._masks.popitem(last=False)
+            return row
 
     def _mask(self, s: int, q: int) -> np.ndarray:
         key = s << 32 | self._canon(q)
@@ -504,5 +525,6 @@ class CompiledGrammar:
         with self._lock:
             return {"lexer_states": self.dfa.n_states, "earley_sets": self.earley.n_sets,
                     "token_tables": len(self._tables), "cached_masks": len(self._masks),
+                    "projected_states": self._projection.made if self._projection is not None else 0,
                     "terminals": len(self.dfa.terminals), "rules": len(self.earley.cfg.rules),
                     **{f"{k}_cache_bytes": v for k, v in self.cache_bytes().items()}}

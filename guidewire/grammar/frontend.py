@@ -48,6 +48,7 @@ class TerminalSpec:
     origin: str = ""         # where it comes from (a JSON pointer...), named in build errors
     virtual: bool = False    # never lexed: the parser is fed it by a post-lexer (``%declare``d)
     lexical: bool = False    # lexed although no rule uses it (a post-lexer reads it)
+    sealed: int = -1         # a class of terminals whose words together are prefix-free (see projection.py)
 
 
 def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names: list[str],
@@ -94,7 +95,8 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
             raise UnsupportedFeatureError(
                 f"terminal {spec.name} matches the empty string; every lexeme must be non-empty")
         lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
-                                  lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family))
+                                  lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family,
+                                  sealed=spec.sealed))
     dfa = ByteDFA(nfa, lex_terms, fragments=placed)
     nfa.freeze()   # frozen after compile (and untracked by the cyclic GC)
     for tid in range(n_terms):

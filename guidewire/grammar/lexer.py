@@ -50,6 +50,7 @@ class Terminal:
     infinite: bool = False   # language is infinite (identifier-like); set by the lexer
     narrow: bool = False     # at most NARROW_STRINGS strings (a property name, an enum constant); set by the lexer
     family: int = -1         # terminals of one family compete by priority; others coexist
+    sealed: int = -1         # a class whose words together are prefix-free (JSON strings), see projection.py
 
 
 class ByteDFA(CompiledBuild):
@@ -304,6 +305,16 @@ class ByteDFA(CompiledBuild):
             self.term_sets.append(terms)
             self.term_set_ignored.append(all(self.terminals[t].ignored for t in terms))
         return i
+
+    def first_bytes(self, tid: int) -> int:
+        """The bytes a lexeme of terminal ``tid`` can start with, as a 256-bit int."""
+        edges, live = self.nfa.edges, self.live
+        out = 0
+        for s in self._closure([self.terminals[tid].start]):
+            for lo, hi, target in edges[s]:
+                if live[target]:
+                    out |= (1 << (hi + 1)) - (1 << lo)
+        return out
 
     def nfa_states(self, sid: int) -> tuple[int, ...]:
         """The NFA states of DFA state ``sid`` (sorted)."""

@@ -28,6 +28,7 @@ from .product import intersect_all
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_COUNTED = 2000
+SEALED_JSON_STRINGS = 0   # the sealed class of string and key terminals: every word is one JSON string
 MAX_ANY_COMBINATIONS = 256
 MAX_UNIQUE_STATES = 4096
 MAX_KEY_PATTERNS = 16
@@ -62,15 +63,16 @@ class SchemaGrammarBuilder:
 
     # -- symbols -------------------------------------------------------------------------------
     def term(self, key, name: str, *, pattern: str | None = None, builder=None, family: int = -1,
-             priority: int = 0, origin: str = "") -> _Sym:
-        """Intern a terminal by ``key`` (``origin``: the JSON pointer it is built for, for errors)."""
+             priority: int = 0, origin: str = "", sealed: int = -1) -> _Sym:
+        """Intern a terminal by ``key`` (``origin``: the JSON pointer it is built for, for errors;
+        ``sealed``: its class of prefix-free words, see :mod:`~guidewire.grammar.projection`)."""
         full = (key, family, priority)
         idx = self.term_keys.get(full)
         if idx is None:
             idx = self.term_keys[full] = len(self.terms)
             self.terms.append(TerminalSpec(f"{name}_{idx}", pattern or "", family=family, priority=priority,
                                            builder=builder, key=key if builder is not None else None,
-                                           origin=origin))
+                                           origin=origin, sealed=sealed))
         return _Sym("t", idx)
 
     def nt(self, name: str) -> _Sym:
@@ -161,7 +163,8 @@ class SchemaGrammarBuilder:
                                 f"another length is only caught by validating the output")
                 return json_string_into(nfa, auto)
 
-        return self.term(key, name, builder=build, family=family, priority=priority, origin=pointer or "")
+        return self.term(key, name, builder=build, family=family, priority=priority, origin=pointer or "",
+                         sealed=SEALED_JSON_STRINGS)
 
     def key_term(self, name: str, family: int, priority: int) -> _Sym:
         """The quoted key ``name`` in its ``json.dumps`` spellings (``\\uXXXX`` or raw UTF-8 for
@@ -176,7 +179,8 @@ class SchemaGrammarBuilder:
                 nfa.eps[frag.end].append(end)
             return RegexFragment(start, end, False, False)
 
-        return self.term(("k", name), "KEY", builder=build, family=family, priority=priority)
+        return self.term(("k", name), "KEY", builder=build, family=family, priority=priority,
+                         sealed=SEALED_JSON_STRINGS)
 
     # -- values ---------------------------------------------------------------------------------
     def any_value(self) -> _Sym:
