@@ -24,6 +24,8 @@ PyObject *native_earley_closure(PyObject *self, PyObject *args);
 PyObject *native_eps_closure(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
+PyObject *native_loop_run_ends(PyObject *self, PyObject *args);
+PyObject *native_byte_words(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
 PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 PyObject *native_splice(PyObject *self, PyObject *args);
@@ -928,6 +930,8 @@ static PyMethodDef methods[] = {
     {"earley_closure", native_earley_closure, METH_VARARGS, "The dotted rules a predicted nonterminal adds to an Earley set (see _native_earley.c)."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
+    {"loop_run_ends", native_loop_run_ends, METH_VARARGS, "Run ends of a hub's loop bytes over the flat layout (see _native_vocab.c)."},
+    {"byte_words", native_byte_words, METH_VARARGS, "Per token, its set of bytes as 4 uint64 words (see _native_vocab.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
     {"int_key", (PyCFunction)(void (*)(void))native_int_key, METH_FASTCALL, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
