@@ -420,7 +420,7 @@ def test_walk_refuses_bad_positions_and_layouts():
 
     def walk(ptr, ends, flat=flat):
         one = np.ones(1, dtype=np.int64)
-        return c.walk(trans, emit, done, hub, busy, [], flat, one.copy(), np.array([ptr], dtype=np.int64),
+        return c.walk(trans, emit, done, hub, busy, np.zeros((0, 256), dtype=np.uint8), flat, one.copy(), np.array([ptr], dtype=np.int64),
                       np.zeros(1, dtype=np.int64), np.array([ends], dtype=np.int64), np.zeros(1, dtype=np.int64),
                       np.zeros(1, dtype=np.int64), np.full(2, -1, dtype=np.int64), np.zeros(1, dtype=np.uint8),
                       False, 2, 0, 1)

@@ -1,10 +1,11 @@
 /* guidewire.grammar._native: whole-vocabulary indexes over the flat byte layout (vocabindex.py).
  *
- * loop_run_ends(flat, loop, run_ends): flat is the layout's uint16 bytes (each token followed by the
- * sentinel 256), loop 256 bytes (nonzero: a self-loop byte of a hub), run_ends int32 as long as flat.
- * run_ends[p] = the first position q >= p whose value is not a loop byte (len(flat) if none): one
- * pass from the end. The reference is vocabindex._loop_runs' numpy lines (a minimum accumulated
- * from the right); on Gemma-3's 2.2M-byte layout that took ~15 ms per new hub, this ~2 ms.
+ * first_outside(flat, pos, loop, out): flat is the layout's uint16 bytes (each token followed by the
+ * sentinel 256), pos int64 flat positions, loop 256 bytes (nonzero: a self-loop byte of a hub), out
+ * int64 as long as pos. out[i] = the first position q >= pos[i] whose value is not a loop byte
+ * (len(flat) if none): where a hub's exit leaves its loop. The reference is
+ * vocabindex.loop_run_ends_numpy read at pos (run ends of the whole layout, a minimum accumulated
+ * from the right: on Gemma-3's 2.2M-byte layout ~15 ms and 9 MB per new hub).
  *
  * byte_words(raw, starts, ends, skip_first, out): raw is the layout's bytes (uint8), starts/ends
  * int64 per token (ends[i] is its sentinel), out uint64 (4, n) zeroed by the caller. For each token
@@ -14,38 +15,39 @@
  */
 #include "_native_buf.h"
 
-PyObject *native_loop_run_ends(PyObject *self, PyObject *args) {
-    PyObject *o_flat, *o_loop, *o_out;
+PyObject *native_first_outside(PyObject *self, PyObject *args) {
+    PyObject *o_flat, *o_pos, *o_loop, *o_out;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO", &o_flat, &o_loop, &o_out))
+    if (!PyArg_ParseTuple(args, "OOOO", &o_flat, &o_pos, &o_loop, &o_out))
         return NULL;
-    Buf flat = {0}, loop = {0}, out = {0};
+    Buf flat = {0}, pos = {0}, loop = {0}, out = {0};
     PyObject *result = NULL;
-    if (get_buf(o_flat, &flat, "flat", 2, 0) || get_buf(o_loop, &loop, "loop", 1, 0) ||
-        get_buf(o_out, &out, "run_ends", 4, 1))
+    if (get_buf(o_flat, &flat, "flat", 2, 0) || get_buf(o_pos, &pos, "pos", 8, 0) ||
+        get_buf(o_loop, &loop, "loop", 1, 0) || get_buf(o_out, &out, "out", 8, 1))
         goto done;
-    Py_ssize_t n = LEN(flat, 2);
-    if (LEN(loop, 1) != 256 || LEN(out, 4) != n || n > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "loop_run_ends: loop must hold 256 bytes and run_ends match flat");
+    Py_ssize_t n = LEN(pos, 8), n_flat = LEN(flat, 2);
+    if (LEN(loop, 1) != 256 || LEN(out, 8) != n) {
+        PyErr_SetString(PyExc_ValueError, "first_outside: loop must hold 256 bytes and out match pos");
         goto done;
     }
     const uint16_t *F = flat.view.buf;
     const uint8_t *LOOP = loop.view.buf;
-    int32_t *R = out.view.buf;
-    int32_t next = (int32_t)n;
-    for (Py_ssize_t p = n - 1; p >= 0; p--) {
-        uint16_t b = F[p];
-        if (b < 256 && LOOP[b]) {
-            R[p] = next;
-        } else {
-            R[p] = (int32_t)p;
-            next = (int32_t)p;
+    const int64_t *POS = pos.view.buf;
+    int64_t *O = out.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = POS[i];
+        if (p < 0 || p > n_flat) {
+            PyErr_Format(PyExc_IndexError, "first_outside: position %lld out of range", (long long)p);
+            goto done;
         }
+        while (p < n_flat && F[p] < 256 && LOOP[F[p]]) p++;
+        O[i] = p;
     }
     Py_INCREF(Py_None);
     result = Py_None;
 done:
     release(&flat);
+    release(&pos);
     release(&loop);
     release(&out);
     return result;

@@ -13,7 +13,7 @@ from . import tabletuning as tuning
 from .growtable import grow_rows, zeroed_table
 from .lexer import DEAD, ByteDFA
 from .tablearrays import _distinct, _flatnonzero
-from .vocabindex import SENTINEL, LoopRuns, loop_runs, vocab_layout
+from .vocabindex import SENTINEL, LoopRuns, loop_run_ends, loop_runs, vocab_layout
 
 _ROW = SENTINEL + 1     # width of the extended transition table
 
@@ -35,6 +35,7 @@ class DfaMirror:
         self._synced = (-1, -1)
         self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot
         self._hub_loops: list[np.ndarray] = []
+        self._loop_table = np.zeros((0, 256), dtype=np.uint8)   # each slot's loop bytes, for the compiled walk
         self._hubs: list[LoopRuns | None] = []
         self._alive_index: dict[int, int] = {}
         self._alive_values: list[int] = []
@@ -164,6 +165,7 @@ class DfaMirror:
                 slot = self._hub_index[key] = len(self._hubs)
                 self._hub_loops.append(loops[k])
                 self._hubs.append(None)
+                self._loop_table = np.concatenate([self._loop_table, loops[k:k + 1].astype(np.uint8)])
             self.hub[st] = slot
 
     def hub_states(self) -> np.ndarray:
@@ -182,6 +184,10 @@ class DfaMirror:
         if h is None:
             h = self._hubs[slot] = loop_runs(self.vocab, self._hub_loops[slot])
         return h
+
+    def _run_ends(self, slot: int) -> np.ndarray:
+        """Run ends of hub ``slot``'s loop bytes over the layout (the numpy walk's jumps)."""
+        return loop_run_ends(self.vocab, self._hub_loops[slot])
 
     def _to_hub(self, states: np.ndarray) -> bool:
         """Whether some byte takes one of ``states`` (repeats allowed) into a known hub.

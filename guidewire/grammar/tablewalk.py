@@ -81,8 +81,8 @@ class TokenWalker:
         """:meth:`_walk` in C (``_native.walk``), one token at a time; the same readings.
 
         The C walk stops a token where it needs Python: a row not built yet (it is built
-        here and the walk resumes), a hub whose loop runs are not fetched yet (fetched, then
-        resumed), or, with ``met``, a token that reads as from its hub (recorded in ``met``).
+        here and the walk resumes), or, with ``met``, a token that reads as from its hub
+        (recorded in ``met``). It skips a hub's loop bytes with the mirror's loop table.
         The tokens a hub takes may differ from :meth:`_walk`'s (which finishes its last few
         tokens without looking for hubs); both partitions are exact.
         """
@@ -108,8 +108,7 @@ class TokenWalker:
                 s_, p_, o_, e_ = st.take(idx), at.take(idx), origin.take(idx), ends.take(idx)
                 f_, n_, l_ = fin.take(idx), nb.take(idx), np.ascontiguousarray(lex[:, idx])
             pending = np.zeros(s_.size, dtype=np.uint8)
-            runs = [h.run_ends if h is not None else None for h in self._hubs]
-            steps, n_pending = compiled.walk(self.trans, self.emit, self._copied, self.hub, busy, runs,
+            steps, n_pending = compiled.walk(self.trans, self.emit, self._copied, self.hub, busy, self._loop_table,
                                              self.layout.flat16, s_, p_, o_, e_, f_, n_, l_, pending,
                                              met is not None, tuning.MAX_TRACKED_BOUNDARIES, DEAD, START)
             if idx is not None:
@@ -133,9 +132,6 @@ class TokenWalker:
             if self._rows is None:      # and the rows these tokens reach later (see _build_ahead)
                 q = self._build_ahead(q, at.take(wait), nb.take(wait))
             self._need(q)       # rows not built or not copied yet (a no-op once mirrored whole)
-            for slot in _distinct(self.hub.take(q[q < self._cap])):
-                if slot >= 0:
-                    self._hub(int(slot))
             idx = wait
 
     def _build_ahead(self, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray) -> np.ndarray:
@@ -211,7 +207,7 @@ class TokenWalker:
         gone = None
         for slot in _distinct(slots[ok]):
             sel = _flatnonzero(ok & (slots == slot))
-            runs = self._hub(slot).run_ends
+            runs = self._run_ends(slot)
             sel = sel[runs.take(origin.take(at.take(sel))) >= ptr.take(jump.take(sel))]
             if not sel.size:
                 continue
@@ -257,11 +253,11 @@ class TokenWalker:
         """Move ``ptr[jump]`` (tokens sitting in hubs ``slots``) past their runs of loop bytes."""
         present = _flatnonzero(np.bincount(slots)).tolist()
         if len(present) == 1:
-            ptr[jump] = self._hub(present[0]).run_ends.take(ptr.take(jump))
+            ptr[jump] = self._run_ends(present[0]).take(ptr.take(jump))
             return
         for slot in present:
             sel = jump[slots == slot]
-            ptr[sel] = self._hub(slot).run_ends.take(ptr.take(sel))
+            ptr[sel] = self._run_ends(slot).take(ptr.take(sel))
 
     def _finish_small(self, idx, state, ptr, ends, fin, nb, lex) -> None:
         """Finish the last few running tokens byte by byte in Python (results written back at once)."""

@@ -23,6 +23,7 @@ from .tablearrays import _flatnonzero, ids_row, rows_by_group
 SENTINEL = 256          # the byte value that ends every token in the flat layout
 _LAYOUT_KEY = "tokentable.layout"
 _LOOPS_KEY = "tokentable.loops"
+_RUN_ENDS_KEY = "tokentable.run_ends"
 _FIRST_KEY = "tokentable.first_rows"
 _TAILS_KEY = "tokentable.tail_bytes"
 _ORDINARY_KEY = "tokentable.ordinary_row"
@@ -35,7 +36,8 @@ WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
 CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
 FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
-LOOP_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_runs`
+LOOP_CACHE_BYTES = 32 << 20   # per vocabulary, for :func:`loop_runs`
+RUN_ENDS_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_run_ends` (the numpy walk's)
 _VOCAB_CACHE_LOCK = threading.Lock()   # guards the per-vocabulary LRU memos (see _byte_set_cached)
 
 
@@ -131,14 +133,14 @@ def _build_layout(vocab) -> VocabLayout:
 class LoopRuns:
     """How the tokens of a vocabulary run through a set of self-loop bytes (a lexer "hub").
 
-    ``run_ends[p]``: the first flat position at or after ``p`` whose byte is not in the
-    loop. ``exits``: the tokens (layout order) whose bytes after the first leave the loop,
+    ``exits``: the tokens (layout order) whose bytes after the first leave the loop,
     with ``exit_bucket`` their first-byte buckets and ``exit_byte`` the byte that leaves it
     (the first byte after the first not in the loop); ``stay_row``: the bitmask row of the
-    tokens whose bytes after the first all stay in it.
+    tokens whose bytes after the first all stay in it. Where a run of loop bytes ends inside a
+    token, the walks find out themselves (the compiled walk scans the loop bytes; the numpy walk
+    reads :func:`loop_run_ends`).
     """
 
-    run_ends: np.ndarray
     exits: np.ndarray
     exit_bucket: np.ndarray
     stay_row: np.ndarray
@@ -147,8 +149,7 @@ class LoopRuns:
     @property
     def nbytes(self) -> int:
         """Memory held."""
-        return (self.run_ends.nbytes + self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes
-                + self.exit_byte.nbytes)
+        return self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes + self.exit_byte.nbytes
 
 
 def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
@@ -186,37 +187,47 @@ def loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
     A tokenizer-level index (it depends on the vocabulary and a byte set only), kept in a
     small per-vocabulary LRU cache bounded by :data:`LOOP_CACHE_BYTES`.
     """
-    return _byte_set_cached(vocab, _LOOPS_KEY, loop, lambda v, b: _loop_runs(vocab_layout(v), b),
-                            lambda r: r.nbytes, LOOP_CACHE_BYTES)
+    return _byte_set_cached(vocab, _LOOPS_KEY, loop, _loop_runs, lambda r: r.nbytes, LOOP_CACHE_BYTES)
 
 
-def _loop_runs(layout: VocabLayout, loop: np.ndarray) -> LoopRuns:
-    flat = layout.flat
-    compiled = native.module()
-    if compiled is not None:    # one pass from the end (Gemma-3: ~15 ms -> ~2 ms per new hub)
-        run_ends = np.empty(flat.size, dtype=np.int32)
-        compiled.loop_run_ends(layout.flat16, np.ascontiguousarray(loop, dtype=np.uint8), run_ends)
-    else:
-        run_ends = loop_run_ends_numpy(flat, loop)
-    leaves = run_ends.take(layout.starts + 1) != layout.ends
-    exits = _flatnonzero(leaves)
+def _loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
+    layout = vocab_layout(vocab)
+    stays = tails_within(vocab, loop)       # every byte after the first loops
+    exits = _flatnonzero(~stays)
     exit_bucket = np.searchsorted(exits, layout.bucket)
-    stay_row = ids_row(layout.ids[~leaves], layout.words)
-    exit_byte = flat.take(run_ends.take(layout.starts.take(exits) + 1)).astype(np.uint8)
-    for arr in (run_ends, exits, exit_bucket, stay_row, exit_byte):
+    stay_row = ids_row(layout.ids[stays], layout.words)
+    second = layout.starts.take(exits) + 1
+    compiled = native.module()
+    if compiled is not None:    # each exit scanned from its second byte (no whole-layout run ends)
+        where = np.empty(exits.size, dtype=np.int64)
+        compiled.first_outside(layout.flat16, second, np.ascontiguousarray(loop, dtype=np.uint8), where)
+    else:
+        where = loop_run_ends(vocab, loop).take(second)
+    exit_byte = layout.flat.take(where).astype(np.uint8)
+    for arr in (exits, exit_bucket, stay_row, exit_byte):
         arr.setflags(write=False)
-    return LoopRuns(run_ends, exits, exit_bucket, stay_row, exit_byte)
+    return LoopRuns(exits, exit_bucket, stay_row, exit_byte)
+
+
+def loop_run_ends(vocab, loop: np.ndarray) -> np.ndarray:
+    """Per flat position of ``vocab``'s layout, where the run of ``loop`` bytes starting there ends
+    (:func:`loop_run_ends_numpy`): the numpy walk's hub jumps. Memoised per vocabulary and byte set
+    (:data:`RUN_ENDS_CACHE_BYTES`); the compiled walk never needs it."""
+    return _byte_set_cached(vocab, _RUN_ENDS_KEY, loop, lambda v, b: loop_run_ends_numpy(vocab_layout(v).flat, b),
+                            lambda r: r.nbytes, RUN_ENDS_CACHE_BYTES)
 
 
 def loop_run_ends_numpy(flat: np.ndarray, loop: np.ndarray) -> np.ndarray:
     """Per flat position ``p``: the first position at or after ``p`` whose byte is not in the
-    256-bool set ``loop`` (``flat.size`` if none), int32: the reference of ``loop_run_ends``."""
+    256-bool set ``loop`` (``flat.size`` if none), int32 (read-only): the reference of ``first_outside``."""
     member = np.zeros(SENTINEL + 1, dtype=bool)
     member[:256] = loop
     pos = np.arange(flat.size, dtype=np.int32)
     pos[member.take(flat)] = flat.size
     # contiguous: ``take`` on the reversed view would copy the whole array on every call
-    return np.ascontiguousarray(np.minimum.accumulate(pos[::-1])[::-1])
+    out = np.ascontiguousarray(np.minimum.accumulate(pos[::-1])[::-1])
+    out.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True)
