@@ -558,3 +558,63 @@ def test_rows_are_built_ahead_only_far_from_the_limits(smollm2, monkeypatch):
     assert builder._room_ahead()
     dfa.fuel.spend(1)
     assert not builder._room_ahead()
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_build_ahead_builds_the_rows_of_the_numpy_layers(smollm2, monkeypatch, seed):
+    """``_build_ahead`` in C (``ahead``: rounds up to the next rows not built) and in numpy (a
+    pass per byte) from the same stopped tokens on two copies of a lazily built product lexer:
+    the same lexer states and rows are built (numbered in another order), and the same states are
+    handed to the mirror."""
+    from guidewire.grammar import compile_json_schema, compiled
+    from guidewire.grammar.vocabindex import vocab_layout
+
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 3, "maxLength": 40},
+        "host": {"type": "string", "format": "hostname", "maxLength": 30},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3,5}$"}}, "additionalProperties": False}
+    rng = np.random.default_rng(seed)
+    lay = vocab_layout(smollm2)
+    toks = rng.choice(lay.ids.size, size=3000, replace=False)
+    runs = []
+    for use_c in (False, True):
+        dfa = compile_json_schema(schema, smollm2).dfa
+        builder = TableBuilder(dfa, smollm2)
+        q0 = dfa.step(START, ord('"'))     # a string's first byte: every string terminal alive
+        state = np.full(toks.size, q0, dtype=np.int64)
+        ptr = lay.starts.take(toks).astype(np.int64)
+        got = builder._build_ahead(state, ptr, np.zeros(toks.size, dtype=np.int64),
+                                   native.module() if use_c else None)
+        key = dfa.nfa_states      # states are numbered in the order rows are built: compare their NFA sets
+        built = {key(s) for s in range(1, dfa.n_states) if dfa.row_done[s]}
+        runs.append((dfa.n_states, built, {key(s) for s in got.tolist()}))
+    assert runs[0] == runs[1]
+    assert len(runs[0][1]) > 50        # rows were really built ahead
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_ahead_refuses_bad_arrays():
+    """``ahead`` gets typed errors for mismatched arrays, an unbuilt start row and bad states."""
+    c = native._compiled
+    trans = np.zeros((3, 256), dtype=np.int32)
+    trans[1, ord("a")] = 2
+    done, emit = np.array([1, 1, 0], dtype=bool), np.array([-1, -1, 0], dtype=np.int64)
+    flat = np.array([ord("a"), 256], dtype=np.uint16)
+
+    def call(q=1, start=1, n=1, done=done):
+        arrs = [np.full(n, q, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)]
+        return c.ahead(trans, done, emit, flat, np.arange(1, dtype=np.int64), *arrs, np.zeros(1, dtype=np.uint8),
+                       2, 4, 64, 0, start)
+
+    passed, stopped = call()
+    assert np.frombuffer(stopped, dtype=np.int64).tolist() == [0]      # stopped at state 2 (row not built)
+    assert np.frombuffer(passed, dtype=np.int64).size == 0
+    with pytest.raises(ValueError, match="sizes"):
+        call(n=2)
+    with pytest.raises(ValueError, match="start"):
+        call(start=2)
+    with pytest.raises(IndexError, match="state"):
+        call(q=7)

@@ -130,11 +130,11 @@ class TokenWalker:
                 return fin, nb, lex
             q = st.take(wait)
             if self._rows is None:      # and the rows these tokens reach later (see _build_ahead)
-                q = self._build_ahead(q, at.take(wait), nb.take(wait))
+                q = self._build_ahead(q, at.take(wait), nb.take(wait), compiled)
             self._need(q)       # rows not built or not copied yet (a no-op once mirrored whole)
             idx = wait
 
-    def _build_ahead(self, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray) -> np.ndarray:
+    def _build_ahead(self, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray, compiled=None) -> np.ndarray:
         """Build the lexer rows that tokens stopped at ``state`` (rows not built yet; the next byte
         to read at ``ptr``; ``ended`` lexemes so far) will ask for, and return ``state`` and the
         states they pass through (repeats allowed), for the mirror to copy their rows at once.
@@ -151,7 +151,13 @@ class TokenWalker:
         bytes in all; and no layer past the first is built once the lexer is past half its state
         or byte bound or the step has spent half its work budget (:meth:`_room_ahead`), so near
         a limit the walk builds only the rows it asks for.
+
+        With ``compiled`` the tokens are walked in C (``ahead``) up to the next rows not built,
+        a round per depth of them rather than a numpy pass per byte; the same rows are built
+        (rows built in an earlier round count as built, as an earlier layer's do here).
         """
+        if compiled is not None:
+            return self._build_ahead_compiled(compiled, state, ptr, ended)
         dfa, flat = self.dfa, self.layout.flat16
         seen = [state]
         q, p, count = state, ptr, ended
@@ -182,6 +188,35 @@ class TokenWalker:
             if not keep.size:
                 break
             q, p, count, idle = t.take(keep), p.take(keep) + 1, count.take(keep), idle.take(keep)
+        return np.concatenate(seen)
+
+    def _build_ahead_compiled(self, compiled, state: np.ndarray, ptr: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """:meth:`_build_ahead` with the walk in C: build the rows the tokens stop at, walk them
+        on to the next rows not built, and again, while there is room (:meth:`_room_ahead`)."""
+        dfa = self.dfa
+        n = state.size
+        q = np.array(state, dtype=np.int64)
+        p, count = np.array(ptr, dtype=np.int64), np.array(ended, dtype=np.int64)
+        idle, layer = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        status = np.zeros(n, dtype=np.uint8)
+        seen = [state]
+        active = np.arange(n, dtype=np.int64)
+        first = True
+        while active.size:
+            if not first and not self._room_ahead():
+                break
+            stop = q.take(active)
+            fresh = stop[~dfa.row_done.take(stop)]
+            if fresh.size:
+                dfa.ensure_rows(np.asarray(_distinct(fresh), dtype=np.int64))
+            first = False
+            self._sync()
+            passed, stopped = compiled.ahead(dfa.trans, dfa.row_done, self.emit, self.layout.flat16, active, q, p,
+                                             count, idle, layer, status, tuning.MAX_TRACKED_BOUNDARIES,
+                                             tuning.BUILD_AHEAD_IDLE, tuning.BUILD_AHEAD_LAYERS, DEAD, START)
+            if passed:
+                seen.append(np.frombuffer(passed, dtype=np.int64))
+            active = np.frombuffer(stopped, dtype=np.int64)
         return np.concatenate(seen)
 
     def _room_ahead(self) -> bool:
