@@ -322,3 +322,26 @@ def test_projection_falls_back_to_the_state_at_a_lexer_limit(monkeypatch):
     g.dfa.max_states = g.dfa.n_states
     assert g._projection.project(q, 1 << 2) == q
     assert g._projection.project(START, 1 << 2) == START
+
+
+def test_near_a_lexer_bound_the_state_itself_is_used(monkeypatch):
+    """A projected state needs rows and a table of its own; near the lexer's bounds the state
+    itself (whose table another request may have built) is kept, so projecting never turns a
+    mask into a limit error the unprojected lexer would not raise."""
+    vocab = tiny_vocab()
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    got = []
+    for project in (False, True):
+        monkeypatch.setattr(compiled_mod, "PROJECT_LEXEMES", project)
+        specs = [TerminalSpec("A", '"a+"', sealed=0), TerminalSpec("B", '"[ab]+"', sealed=0),
+                 TerminalSpec("C", "c"), TerminalSpec("D", "d")]
+        n = len(specs)
+        g = assemble(specs, [(n, (0,)), (n, (2, 1)), (n, (3, 0)), (n, (3, 1))], n, ["s"], vocab)
+        other = g.matcher()       # after 'd' both A and B are expected: its '"' state's table is built
+        assert other.advance(byte_id(b"d")) and other.advance(byte_id(b'"'))
+        other.current_mask()
+        g.dfa.max_states = g.dfa.n_states + 1
+        m = g.matcher()
+        assert m.advance(byte_id(b'"'))       # here only A is expected: B would be dropped
+        got.append((m.current_mask().tobytes(), m.error))
+    assert got[0] == got[1] and got[1][1] is None

@@ -618,3 +618,33 @@ def test_ahead_refuses_bad_arrays():
         call(start=2)
     with pytest.raises(IndexError, match="state"):
         call(q=7)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_compiled_build_ahead_counts_built_rows_as_idle(monkeypatch):
+    """Tokens stopped at a row built already (built by a byte walk, not copied into the mirror)
+    count it as an idle byte in C as in numpy: the same rows are built ahead."""
+    from guidewire.core.vocab import Vocab
+    from guidewire.grammar import compile_json_schema, compiled
+    from guidewire.grammar.vocabindex import vocab_layout
+
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    toks = [b""] + [bytes([b]) for b in range(256)] + [b"a" * 12]
+    vocab = Vocab(tuple(toks), frozenset({0}), frozenset({0}), len(toks), "idle-test")
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40}},
+              "additionalProperties": False}
+    lay = vocab_layout(vocab)
+    sel = np.array([i for i, t in enumerate(lay.ids.tolist()) if len(toks[t]) > 10])
+    runs = []
+    for use_c in (False, True):
+        dfa = compile_json_schema(schema, vocab).dfa
+        builder = TableBuilder(dfa, vocab)
+        q0 = q = dfa.step(START, ord('"'))
+        for _ in range(5):          # rows built by a byte walk, not copied into the mirror
+            q = dfa.step(q, ord("a"))
+        state = np.full(sel.size, q0, dtype=np.int64)
+        got = builder._build_ahead(state, lay.starts.take(sel).astype(np.int64), np.zeros(sel.size, dtype=np.int64),
+                                   native.module() if use_c else None)
+        built = {dfa.nfa_states(s) for s in range(1, dfa.n_states) if dfa.row_done[s]}
+        runs.append((dfa.n_states, built, {dfa.nfa_states(s) for s in got.tolist()}))
+    assert runs[0] == runs[1] and sel.size == 1

@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.bitmask import bitmask_words, ids_to_bitmask
-from ..core.errors import LimitExceededError, UnsatisfiableGrammarError
+from ..core.errors import LimitExceededError, UnsatisfiableGrammarError, WorkLimitExceededError
 from ..core.limits import DEFAULT_MASK_CACHE_BYTES, Fuel, Limits
 from ..core.vocab import Vocab
 from . import native
@@ -364,7 +364,12 @@ class CompiledGrammar:
             p = self._project(s, q)
             if p == q:
                 return self._mask(s, q)
-            row = self._mask(s, p)      # the same row: kept under q's key too
+            try:
+                row = self._mask(s, p)      # the same row: kept under q's key too
+            except WorkLimitExceededError:
+                raise
+            except LimitExceededError:      # the projected state's rows or table did not fit
+                return self._mask(s, q)
             self._masks[key] = row
             if len(self._masks) > self._mask_budget:
                 self._masks.popitem(last=False)

@@ -10,7 +10,7 @@ distinct states to build token tables for (a schema's product lexer: 76k states 
 
 from __future__ import annotations
 
-from ..core.errors import LimitExceededError
+from ..core.errors import LimitExceededError, WorkLimitExceededError
 from .lexer import START, ByteDFA
 
 PROJECTION_MEMO_BYTES = 2 << 20    # bound of the (lexer state, expected terminals) -> projected state memo
@@ -57,7 +57,8 @@ class Projection:
 
     def project(self, q: int, x: int) -> int:
         """The lexer state ``q`` with the sealed terminals ``x`` does not expect dropped (``q``
-        itself when none is, for ``START`` and ``DEAD``, or where interning it hits a lexer limit)."""
+        itself when none is, for ``START`` and ``DEAD``, and when the lexer is past half its state
+        or byte bound or interning the state hits a limit)."""
         if q <= START:
             return q
         key = (q, x)
@@ -67,26 +68,40 @@ class Projection:
         if len(self._memo) * PROJECTION_ENTRY_BYTES > PROJECTION_MEMO_BYTES:
             self._memo.clear()
             self._floors.clear()
-        out = self._memo[key] = self._project(q, x)
+        out, final = self._project(q, x)
+        if final:
+            self._memo[key] = out
         return out
 
-    def _project(self, q: int, x: int) -> int:
+    def _room(self) -> bool:
+        """Whether the lexer is within half its state and byte bounds: past them a projected
+        state's new rows and table could exceed a limit the state itself would not."""
+        dfa = self.dfa
+        return dfa.n_states * 2 <= dfa.max_states and (dfa.max_bytes is None or dfa.nbytes * 2 <= dfa.max_bytes)
+
+    def _project(self, q: int, x: int) -> tuple[int, bool]:
+        """The projected state, and whether it may be memoised (not after a spent work budget)."""
         dfa = self.dfa
         nfa_set = dfa.nfa_states(q)
         owner = dfa._owner_list
         present = {owner[n] for n in nfa_set}
         drop = {b for b in present if self._droppable(b, x)}
         if not drop or drop == present:     # nothing to drop, or nothing expected alive
-            return q
+            return q, True
         kept = tuple(n for n in nfa_set if owner[n] not in drop)
+        p = dfa.find_state(kept)
+        if p is not None:
+            return p, True
+        if not self._room():
+            return q, False     # near the lexer's bounds: the state itself, as exact
         try:
-            p = dfa.find_state(kept)
-            if p is None:
-                p = dfa._intern(kept)
-                self.made += 1
+            p = dfa._intern(kept)
+        except WorkLimitExceededError:
+            return q, False     # this step's budget is spent: try again at a later one
         except LimitExceededError:
-            return q     # the lexer is full: the state itself is as exact
-        return p
+            return q, True      # the lexer is full: the state itself is as exact
+        self.made += 1
+        return p, True
 
     def _droppable(self, b: int, x: int) -> bool:
         if not self.sealed[b] or (x >> b) & 1:

@@ -197,7 +197,8 @@ class TokenWalker:
         n = state.size
         q = np.array(state, dtype=np.int64)
         p, count = np.array(ptr, dtype=np.int64), np.array(ended, dtype=np.int64)
-        idle, layer = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        # a row built already is an idle byte, a row built now is not (-1: as the numpy layers count)
+        idle, layer = np.where(dfa.row_done.take(q), 0, -1).astype(np.int64), np.zeros(n, dtype=np.int64)
         status = np.zeros(n, dtype=np.uint8)
         seen = [state]
         active = np.arange(n, dtype=np.int64)
