@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 11 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 12 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -128,6 +128,23 @@ def test_python_blocks_without_model_run():
             assert namespace["phone"].matcher() is not None
         if "compile_json_schema" in code:
             assert namespace["g"].matcher() is not None
+        if "projected_states" in code:     # the projected lexer states block: the same masks unprojected
+            from guidewire.grammar import compile_json_schema
+            from guidewire.grammar import compiled as compiled_mod
+
+            g, m = namespace["g"], namespace["m"]
+            assert g.stats()["projected_states"] > 0 and g.stats()["lexer_states"] > 0
+            old = compiled_mod.PROJECT_LEXEMES
+            compiled_mod.PROJECT_LEXEMES = False
+            try:
+                plain = compile_json_schema(namespace["schema"], g.vocab)
+            finally:
+                compiled_mod.PROJECT_LEXEMES = old
+            assert plain is not g and plain._projection is None
+            ref, one = plain.matcher(), namespace["one"]
+            for c in b'{"etag": "a.b-c", "title": "x':
+                assert ref.advance(one[bytes([c])])
+            assert ref.current_mask().tobytes() == m.current_mask().tobytes()
         if "set_limits" in code:
             g = namespace["g"]
             assert g.limits.step_work == 20_000_000 and g.limits.mask_cache_bytes == 8 << 20
@@ -143,7 +160,7 @@ def test_python_blocks_without_model_run():
 
             key = Path(buffer_path(namespace["path"]))
             assert any(key in c and "".join(c[key].lines) == namespace["text"] for c in parser_cache.values())
-    assert ran == 8
+    assert ran == 9
 
 
 def _check_python_grammar(g) -> None:
