@@ -85,3 +85,54 @@ def test_a_failed_growth_leaves_the_old_table_and_views(monkeypatch):
         raise AssertionError("the growth should have failed")
     assert owner.t.shape == (4096, 256) and owner.t[7].tolist() == [5] * 256
     assert owner.view.size == 4096 * 256 and np.shares_memory(owner.view, owner.t) and held[0, 0] == 0
+
+
+def smollm2_tokens(text: bytes) -> list[int]:
+    """A greedy longest-match spelling of ``text`` in SmolLM2's tokens (multi-byte tokens: masks
+    of long tokens walk deep into the lexer)."""
+    from guidewire.core import Vocab
+
+    b2t = Vocab.load("smollm2").bytes_to_tokens()
+    out, i = [], 0
+    while i < len(text):
+        j = next(j for j in range(min(len(text), i + 16), i, -1) if text[i:j] in b2t)
+        out.append(b2t[text[i:j]])
+        i = j
+    return out
+
+
+def test_table_builds_never_pin_the_lexer_table(smollm2, monkeypatch):
+    """Masks on a lazily built product lexer grow its row table in place: no table build holds a
+    view of the lexer's rows across a growth (one did, in the UTF-8 slice checks, and every growth
+    past it copied the whole table: 33 ms for 64k rows on Gemma-3)."""
+    import guidewire.grammar.lexer as lexer_mod
+    import guidewire.grammar.tabletuning as tt
+    from guidewire.grammar import compile_json_schema, compiled
+    from guidewire.grammar.growtable import _map_of
+
+    grown = []
+    real = lexer_mod.grow_rows
+
+    def watch(owner, name, rows, views=None, keep=None):
+        before = _map_of(getattr(owner, name))
+        out = real(owner, name, rows, views, keep)
+        if before is not None:
+            grown.append(_map_of(out) is before)
+        return out
+
+    monkeypatch.setattr(lexer_mod, "grow_rows", watch)
+    monkeypatch.setattr(tt, "MIRROR_ALL_ROWS", 0)
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 3, "maxLength": 255},
+        "title": {"type": "string", "maxLength": 200, "pattern": "^[\\w\\s-]+$"},
+        "email": {"type": "string", "format": "email"},
+        "when": {"type": "string", "format": "date-time"},
+        "host": {"type": "string", "format": "hostname", "maxLength": 60}}}
+    g = compile_json_schema(schema, smollm2)
+    m = g.matcher()
+    text = b'{"name": "Ada Lovelace", "title": "On the Analytical Engine", "email": "ada.l@example.com", '
+    for t in smollm2_tokens(text):
+        m.current_mask()
+        assert m.advance(t)
+    assert grown and all(grown), grown

@@ -325,7 +325,7 @@ class InheritanceShortcuts:
         dfa = self.dfa
         if not dfa.row_done[p]:
             dfa.compute_row(p)
-        trans = dfa.trans[p]
+        trans = dfa.trans[p].copy()     # a copy: a view would pin the lexer's table, copied when it grows
         ok = True
         for lo, hi, nu in UTF8_RANGES[u]:
             nxt = trans[lo:hi + 1]
@@ -447,7 +447,7 @@ class InheritanceShortcuts:
         class)`` (the class as a 256-bool byte set), or None if the class does not step ``q`` along a chain, or if
         ``enough(slice)`` is false (too few members could be candidates). ``need_of(slice)`` is the
         most characters of a member among the candidates (the chain is followed no further)."""
-        own = self.dfa.trans[q]
+        own = self.dfa.trans[q].copy()     # a copy: a view would pin the lexer's table (see growtable)
         ascii_row = own[:128].astype(np.int64)
         live = ascii_row[ascii_row != DEAD]
         if live.size < tuning.MIN_LOOP_BYTES:
@@ -483,7 +483,7 @@ class InheritanceShortcuts:
 
     def _slice_stays(self, q: int, row, sl, chain: list[int], loops: bool, stays) -> None:
         """Add the slice's members to ``stays``: one row per state of the chain they end in."""
-        own = self.dfa.trans[q]
+        own = self.dfa.trans[q].copy()     # a copy: a view would pin the lexer's table (see growtable)
         live_first = None
         if (row != own).any():          # first bytes answered elsewhere (a reused hub's) stay out
             live_first = self.first_byte_row(row != DEAD)
