@@ -603,11 +603,10 @@ def test_ahead_refuses_bad_arrays():
     done, emit = np.array([1, 1, 0], dtype=bool), np.array([-1, -1, 0], dtype=np.int64)
     flat = np.array([ord("a"), 256], dtype=np.uint16)
 
-    def call(q=1, start=1, n=1, done=done):
-        arrs = [np.full(n, q, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
-                np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)]
-        return c.ahead(trans, done, emit, flat, np.arange(1, dtype=np.int64), *arrs, np.zeros(1, dtype=np.uint8),
-                       2, 4, 64, 0, start)
+    def call(q=1, start=1, n=1, done=done):     # n: the length of the layer array (the others have 1)
+        arrs = [np.full(1, q, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.full(1, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)]
+        return c.ahead(trans, done, emit, flat, np.arange(1, dtype=np.int64), *arrs, 2, 4, 64, 0, start)
 
     passed, stopped = call()
     assert np.frombuffer(stopped, dtype=np.int64).tolist() == [0]      # stopped at state 2 (row not built)

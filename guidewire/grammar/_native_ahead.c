@@ -1,7 +1,7 @@
 /* guidewire.grammar._native: the walk ahead of stopped tokens through a lazy lexer's own rows
  * (tablewalk.TokenWalker._build_ahead), so that the rows they will reach are built in batches.
  *
- * ahead(trans, row_done, emit, flat, active, q, p, count, idle, layer, status, max_tracked, idle_max,
+ * ahead(trans, row_done, emit, flat, active, q, p, count, idle, layer, max_tracked, idle_max,
  *       max_layers, dead, start) -> (passed, stopped)
  *
  * trans: the lexer's rows (int32, rows x 256); row_done (uint8): whether a row is built; emit (int64):
@@ -10,9 +10,9 @@
  * its next byte, count (lexemes ended so far), idle (bytes since it last met a row not built; -1:
  * the row it sits at was just built), layer (states it has passed). Only the tokens listed in
  * ``active`` move. A token is followed state by state: a state whose row is not built stops it
- * (status 1, idle set to -1: Python builds the row and calls again); else the state counts as
+ * (listed as stopped, idle set to -1: Python builds the row and calls again); else the state counts as
  * passed (after the first), idle grows by one (or restarts at 0 on a row just built), and the
- * token ends (status 0) at its sentinel, past ``idle_max`` idle bytes, past ``max_layers`` states,
+ * token ends at its sentinel, past ``idle_max`` idle bytes, past ``max_layers`` states,
  * at a dead end, or past ``max_tracked`` lexemes; a lexeme's end restarts it from ``start``, as the
  * walk does. Returns the distinct states passed (int64 bytes, any order) and the indices of the
  * stopped tokens (int64 bytes). The reference is the numpy layer loop of _build_ahead.
@@ -20,16 +20,16 @@
 #include "_native_iset.h"
 
 PyObject *native_ahead(PyObject *self, PyObject *args) {
-    PyObject *o_trans, *o_done, *o_emit, *o_flat, *o_active, *o_q, *o_p, *o_count, *o_idle, *o_layer, *o_status;
+    PyObject *o_trans, *o_done, *o_emit, *o_flat, *o_active, *o_q, *o_p, *o_count, *o_idle, *o_layer;
     int max_tracked, idle_max, max_layers;
     long long dead, start;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiiiLL", &o_trans, &o_done, &o_emit, &o_flat, &o_active, &o_q, &o_p,
-                          &o_count, &o_idle, &o_layer, &o_status, &max_tracked, &idle_max, &max_layers, &dead,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOiiiLL", &o_trans, &o_done, &o_emit, &o_flat, &o_active, &o_q, &o_p,
+                          &o_count, &o_idle, &o_layer, &max_tracked, &idle_max, &max_layers, &dead,
                           &start))
         return NULL;
     Buf trans = {0}, done_ = {0}, emit = {0}, flat = {0}, active = {0}, qb = {0}, pb = {0}, cb = {0}, ib = {0},
-        lb = {0}, sb = {0};
+        lb = {0};
     I64Set passed = {0};
     I64Vec stopped = {0};
     PyObject *result = NULL;
@@ -37,11 +37,11 @@ PyObject *native_ahead(PyObject *self, PyObject *args) {
         get_buf(o_emit, &emit, "emit", 8, 0) || get_buf(o_flat, &flat, "flat", 2, 0) ||
         get_buf(o_active, &active, "active", 8, 0) || get_buf(o_q, &qb, "q", 8, 1) || get_buf(o_p, &pb, "p", 8, 1) ||
         get_buf(o_count, &cb, "count", 8, 1) || get_buf(o_idle, &ib, "idle", 8, 1) ||
-        get_buf(o_layer, &lb, "layer", 8, 1) || get_buf(o_status, &sb, "status", 1, 1))
+        get_buf(o_layer, &lb, "layer", 8, 1))
         goto done;
     Py_ssize_t n = LEN(qb, 8), n_rows = LEN(trans, 4) / 256, n_done = LEN(done_, 1), n_emit = LEN(emit, 8),
                n_flat = LEN(flat, 2), n_active = LEN(active, 8);
-    if (LEN(pb, 8) != n || LEN(cb, 8) != n || LEN(ib, 8) != n || LEN(lb, 8) != n || LEN(sb, 1) != n ||
+    if (LEN(pb, 8) != n || LEN(cb, 8) != n || LEN(ib, 8) != n || LEN(lb, 8) != n ||
         LEN(trans, 4) % 256 || n_done > n_rows) {
         PyErr_SetString(PyExc_ValueError, "ahead: array sizes do not match");
         goto done;
@@ -56,7 +56,6 @@ PyObject *native_ahead(PyObject *self, PyObject *args) {
     const int64_t *EMIT = emit.view.buf, *ACT = active.view.buf;
     const uint16_t *FLAT = flat.view.buf;
     int64_t *Q = qb.view.buf, *P = pb.view.buf, *C = cb.view.buf, *I = ib.view.buf, *L = lb.view.buf;
-    uint8_t *S = sb.view.buf;
     for (Py_ssize_t k = 0; k < n_active; k++) {
         int64_t i = ACT[k];
         if (i < 0 || i >= n) {
@@ -64,14 +63,12 @@ PyObject *native_ahead(PyObject *self, PyObject *args) {
             goto done;
         }
         int64_t q = Q[i], p = P[i], count = C[i], idle = I[i], layer = L[i];
-        S[i] = 0;
         for (;;) {
             if (q <= dead || q >= n_done || q >= n_emit) {
                 PyErr_Format(PyExc_IndexError, "ahead: state %lld out of range", (long long)q);
                 goto done;
             }
             if (!DONE[q]) {             /* stop here: Python builds the row */
-                S[i] = 1;
                 idle = -1;
                 if (ivec_push(&stopped, i)) { PyErr_NoMemory(); goto done; }
                 break;
@@ -116,6 +113,6 @@ done:
     free(passed.slot);
     free(stopped.v);
     release(&trans); release(&done_); release(&emit); release(&flat); release(&active); release(&qb);
-    release(&pb); release(&cb); release(&ib); release(&lb); release(&sb);
+    release(&pb); release(&cb); release(&ib); release(&lb);
     return result;
 }

@@ -306,6 +306,11 @@ class ByteDFA(CompiledBuild):
             self.term_set_ignored.append(all(self.terminals[t].ignored for t in terms))
         return i
 
+    def within_half_bounds(self) -> bool:
+        """Whether the lexer holds at most half the states and bytes its bounds allow (work that
+        only saves time, building rows ahead or projecting states, stops past that)."""
+        return self.n_states * 2 <= self.max_states and (self.max_bytes is None or self.nbytes * 2 <= self.max_bytes)
+
     def first_bytes(self, tid: int) -> int:
         """The bytes a lexeme of terminal ``tid`` can start with, as a 256-bit int."""
         edges, live = self.nfa.edges, self.live

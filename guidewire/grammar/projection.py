@@ -73,12 +73,6 @@ class Projection:
             self._memo[key] = out
         return out
 
-    def _room(self) -> bool:
-        """Whether the lexer is within half its state and byte bounds: past them a projected
-        state's new rows and table could exceed a limit the state itself would not."""
-        dfa = self.dfa
-        return dfa.n_states * 2 <= dfa.max_states and (dfa.max_bytes is None or dfa.nbytes * 2 <= dfa.max_bytes)
-
     def _project(self, q: int, x: int) -> tuple[int, bool]:
         """The projected state, and whether it may be memoised (not after a spent work budget)."""
         dfa = self.dfa
@@ -92,7 +86,7 @@ class Projection:
         p = dfa.find_state(kept)
         if p is not None:
             return p, True
-        if not self._room():
+        if not dfa.within_half_bounds():   # a projected state's rows and table could pass a limit q's would not
             return q, False     # near the lexer's bounds: the state itself, as exact
         try:
             p = dfa._intern(kept)

@@ -199,7 +199,6 @@ class TokenWalker:
         p, count = np.array(ptr, dtype=np.int64), np.array(ended, dtype=np.int64)
         # a row built already is an idle byte, a row built now is not (-1: as the numpy layers count)
         idle, layer = np.where(dfa.row_done.take(q), 0, -1).astype(np.int64), np.zeros(n, dtype=np.int64)
-        status = np.zeros(n, dtype=np.uint8)
         seen = [state]
         active = np.arange(n, dtype=np.int64)
         first = True
@@ -213,7 +212,7 @@ class TokenWalker:
             first = False
             self._sync()
             passed, stopped = compiled.ahead(dfa.trans, dfa.row_done, self.emit, self.layout.flat16, active, q, p,
-                                             count, idle, layer, status, tuning.MAX_TRACKED_BOUNDARIES,
+                                             count, idle, layer, tuning.MAX_TRACKED_BOUNDARIES,
                                              tuning.BUILD_AHEAD_IDLE, tuning.BUILD_AHEAD_LAYERS, DEAD, START)
             if passed:
                 seen.append(np.frombuffer(passed, dtype=np.int64))
@@ -224,7 +223,7 @@ class TokenWalker:
         """Whether rows may be built ahead of the walk: the lexer is within half its bounds on
         states and bytes and the step has half its work budget left."""
         dfa = self.dfa
-        if dfa.n_states * 2 > dfa.max_states or (dfa.max_bytes is not None and dfa.nbytes * 2 > dfa.max_bytes):
+        if not dfa.within_half_bounds():
             return False
         fuel = dfa.fuel
         return fuel is None or fuel.left * 2 >= fuel.limit
