@@ -5,8 +5,10 @@ pause logged.
 One process per mode (so modes do not share a heap): a warm-up on 20 other schemas (imports,
 per-vocabulary memos), then compile each schema of a seeded sample cold, walk its tokenized
 instances, time every ``fill_bitmask``. Reports per mode p50/p99/max,
-the masks above 20 ms (schema, instance, step, the text before), the generation-2 collections
-and their pauses, and the tracked objects at the end.
+the masks above 20 ms (schema, instance, step, the text before, the thread's CPU time inside the
+mask and the time spent in collections of each generation inside it: wall time far above CPU time
+is the process waiting, not computing), the generation-2 collections and their pauses, and the
+tracked objects at the end. ``--first K`` runs MaskBench's own order (sorted names) from index K.
 
     python bench/bench_gc_pauses.py --tokenizer smollm2 --n 150 --out bench/results/h18/gc_pauses_smollm2.json
 """
@@ -24,15 +26,21 @@ DEFAULT_DATA = os.path.join(HERE, "..", "shared", "data", "maskbench")
 MODES = ("gc", "no-gc", "freeze")
 
 WORKER = r'''
-import gc, json, os, random, sys, time
+import array, gc, json, os, random, sys, time
 import numpy as np
 from guidewire.grammar import compile_json_schema
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances
 mode, tok, data, n, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+first = int(sys.argv[6])
 b = load_tokenizer(tok)
 files = sorted(f for f in os.listdir(data) if f.endswith(".json"))
-random.Random(seed).shuffle(files)
-for f in files[n:n + 20]:  # warm-up on other schemas: imports, per-vocabulary memos
+if first < 0:
+    random.Random(seed).shuffle(files)
+    warm = files[n:n + 20]
+else:  # MaskBench's own order (sorted names) from index `first`, warmed on the 20 before it
+    warm = files[max(0, first - 20):first]
+    files = files[first:]
+for f in warm:  # warm-up on other schemas: imports, per-vocabulary memos
     try:
         g = compile_json_schema(load_case(os.path.join(data, f)).schema, b.vocab)
         g.matcher().fill_bitmask(np.zeros((1, g.words), dtype=np.int32), 0)
@@ -46,8 +54,23 @@ elif mode == "freeze":  # what a long-lived server can do once warmed up
     gc.collect()
     gc.freeze()
 log = []
-gc.callbacks.append(lambda phase, info: log.append((phase, info["generation"], time.perf_counter())))
-times, slow, compiled = [], [], 0
+sizes = []
+gen_ns = [0, 0, 0]  # time spent in collections of each generation, running total
+_t = [0]
+def _on_gc(phase, info):
+    if phase == "start" and info["generation"] == 2 and os.environ.get("GC_SIZES"):
+        objs = gc.get_objects(2)  # what the collection is about to walk (diagnosis only: slow)
+        sizes.append((len(objs), sum(len(gc.get_referents(o)) for o in objs)))
+        del objs
+    now = time.perf_counter_ns()
+    if info["generation"] == 2:  # (only these: a log of every collection would grow and be walked itself)
+        log.append((phase, 2, now / 1e9))
+    if phase == "start":
+        _t[0] = now
+    else:
+        gen_ns[info["generation"]] += now - _t[0]
+gc.callbacks.append(_on_gc)
+times, slow, compiled = array.array("d"), [], 0  # raw doubles: a list of floats would be walked by every collection
 for f in files[:n]:
     try:
         case = load_case(os.path.join(data, f))
@@ -60,13 +83,18 @@ for f in files[:n]:
         toks = inst["tokens"]
         m = g.matcher()
         for k, t in enumerate(toks):
+            g0 = list(gen_ns)
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             m.fill_bitmask(buf, 0)
             dt = (time.perf_counter_ns() - t0) / 1e3
+            cpu = (time.thread_time_ns() - c0) / 1e6
             times.append(dt)
             if dt > 20_000:
                 before = b"".join(b.vocab.token_bytes[x] for x in toks[max(0, k - 8):k])[-40:]
-                slow.append({"ms": dt / 1e3, "schema": f, "instance": ii, "step": k,
+                slow.append({"ms": dt / 1e3, "cpu_ms": round(cpu, 1),
+                             "gc_ms": [round((x - y) / 1e6, 1) for x, y in zip(gen_ns, g0)],
+                             "schema": f, "instance": ii, "step": k,
                              "before": before.decode("utf-8", "replace")})
             if not (buf[0, t >> 5] >> (t & 31)) & 1 or not m.advance(t):
                 break
@@ -79,7 +107,8 @@ print(json.dumps({"mode": mode, "schemas": compiled, "masks": int(a.size),
                   "over_5ms": int((a > 5_000).sum()), "slow": sorted(slow, key=lambda r: -r["ms"]),
                   "gen2_collections": len(starts),
                   "gen2_pause_ms": sorted(round((y - x) * 1e3, 1) for x, y in zip(starts, stops)),
-                  "tracked_after_tokenizer": start_tracked, "tracked_at_end": len(gc.get_objects())}))
+                  "tracked_after_tokenizer": start_tracked, "gen2_sizes": sizes,
+                  "gen2_pause_in_order_ms": [round((y - x) * 1e3, 1) for x, y in zip(starts, stops)], "tracked_at_end": len(gc.get_objects())}))
 '''
 
 
@@ -89,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tokenizer", default="smollm2")
     ap.add_argument("--n", type=int, default=150)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--first", type=int, default=-1,
+                    help="run MaskBench's own order (sorted names) from this index instead of a seeded sample")
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--out", default=None)
@@ -99,7 +130,7 @@ def main(argv=None) -> int:
         if mode not in MODES:
             raise SystemExit(f"unknown mode {mode!r}; expected one of {MODES}")
         proc = subprocess.run([sys.executable, "-c", WORKER, mode, args.tokenizer, args.data, str(args.n),
-                               str(args.seed)], capture_output=True, text=True, env=env, timeout=3600)
+                               str(args.seed), str(args.first)], capture_output=True, text=True, env=env, timeout=3600)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-2000:])
         rep = json.loads(proc.stdout.strip().splitlines()[-1])

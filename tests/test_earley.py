@@ -305,13 +305,13 @@ def test_compiled_prediction_closure_is_the_textbook_one():
                         auto.max_items = limit
                         auto._closure.clear()      # the start symbol's was made by the constructor
                         if ok or not want:
-                            assert auto._predicted(sym) == want
+                            assert auto._predicted(sym) == tuple(sorted(want))
                         else:
                             with pytest.raises(LimitExceededError, match=f"exceeds {limit} items"):
                                 auto._predicted(sym)
                 finally:
                     native.set_enabled(old)
-            assert got[True] == got[False] == want
+            assert got[True] == got[False] == tuple(sorted(want))
             ran.append(len(want))
 
     check()
@@ -330,7 +330,7 @@ def test_compiled_prediction_closure_refuses_bad_input():
     off = np.array([0, 0, 2], dtype=np.int32).tobytes()
     first = np.array([0, 3], dtype=np.int32).tobytes()
     null = bytes([0, 1])
-    assert mod.earley_closure(1, nxt, off, first, null, 1, 10) == frozenset({0, 3})
+    assert mod.earley_closure(1, nxt, off, first, null, 1, 10) == (0, 3)
     assert mod.earley_closure(1, nxt, off, first, null, 1, 1) is None
     with pytest.raises(ValueError, match="not a nonterminal"):
         mod.earley_closure(0, nxt, off, first, null, 1, 10)

@@ -108,3 +108,70 @@ def test_lark_grammars_leave_no_cyclic_garbage_of_ours(smollm2):
     none of it is guidewire's."""
     found, modules = _garbage_after([lambda v: compile_lark(builtin_grammar("sql"), v)], smollm2)
     assert not [m for m in modules if m.startswith("guidewire")], modules
+
+
+@pytest.mark.parametrize("where", ["mask", "advance"])
+def test_a_matcher_stopped_by_a_limit_is_freed_without_the_cyclic_gc(smollm2, where):
+    """The limit error a matcher keeps (``m.exception``) carries no traceback: the traceback's frames
+    held the matcher and its grammar in a cycle, freed only by a full collection (Github schemas with
+    a lazily built lexer: a 48 ms collection inside a later, unrelated mask)."""
+    from guidewire.core import Limits, LimitExceededError
+
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        tok = smollm2.bytes_to_tokens()
+        buf = allocate_token_bitmask(1, smollm2.vocab_size)
+        if where == "advance":  # a lazily built lexer (2**21 states): past 14 bytes, rows to build
+            g = compile_regex(r"[ab]*a[ab]{20}|x+", smollm2)
+            g.set_limits(Limits(step_work=3))
+            m = g.matcher()
+            assert not all(m.advance(tok[t.encode()]) for t in ["ab", "bb", "ba", "aa"] * 10)
+        else:
+            g = compile_lark(builtin_grammar("sql"), smollm2)
+            m = g.matcher()
+            select = tok[b"SELECT"]
+            assert m.advance(select)
+            g.set_limits(Limits(step_work=1))
+            m.fill_bitmask(buf, 0)
+        assert isinstance(m.exception, LimitExceededError) and m.error
+        assert m.exception.__traceback__ is None and m.exception.__context__ is None
+        ref = weakref.ref(g)  # the matcher holds its grammar
+        del g, m
+        assert ref() is None, "a reference cycle keeps the failed matcher and its grammar"
+    finally:
+        if was:
+            gc.enable()
+
+
+def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm2):
+    """What a grammar keeps for good and grows with its size (Earley closures per nonterminal, the
+    dotted-rule arrays, the lexer's NFA-state owners, the narrow-terminal flags, the lexeme memo) is
+    held in tuples of ints or bytes, which the cyclic GC untracks, not in lists, frozensets or
+    dicts keyed by frozensets, which every full collection walks element by element. A full
+    collection runs inside whichever mask happens to allocate: on a large schema these structures
+    were ~400k references and a 20-40 ms pause in an unrelated mask."""
+    props = {f"p{i}": {"anyOf": [{"type": "string", "maxLength": 5 + i % 7}, {"type": "integer"},
+                                 {"type": "array", "items": {"enum": [f"e{i}", f"f{i}"]}}]} for i in range(40)}
+    g = compile_json_schema({"type": "object", "properties": props, "additionalProperties": False}, smollm2)
+    buf = allocate_token_bitmask(1, smollm2.vocab_size)
+    m = g.matcher()
+    rng = random.Random(3)
+    for _ in range(60):
+        m.fill_bitmask(buf, 0)
+        ids = [t for t in bitmask_to_ids(buf[0], smollm2.vocab_size).tolist() if t not in smollm2.eos_ids]
+        if not ids or not m.advance(rng.choice(ids)):
+            break
+    gc.collect()
+    e, dfa = g.earley, g.dfa
+    closures = list(e._closure.values())
+    assert len(closures) >= 20 and sum(map(len, closures)) >= 200, (len(closures), sum(map(len, closures)))
+    fixed = {"closures": closures, "rule_base": [e.rule_base], "next": [e._next], "lhs": [e._lhs],
+             "nullable": [e._nullable], "owner": [dfa.owner_of], "best_memo keys": list(dfa._best_memo)}
+    for name, objs in fixed.items():
+        assert objs, name
+        walked = [o for o in objs if gc.is_tracked(o)]
+        assert not walked, f"{name}: {len(walked)} of {len(objs)} still walked by the GC ({type(walked[0]).__name__})"
+    narrow = g._builder._narrow_nfa
+    assert narrow is None or isinstance(narrow, bytes)

@@ -23,7 +23,7 @@
  * earley_predict(closures, nxt, lhs, T, shift, start) -> (items, waiting, by_terminal, terminals, accepts_start):
  * the same split for a set's predicted part (see below).
  *
- * earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> frozenset or None: the dotted
+ * earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> sorted tuple or None: the dotted
  * rules predicting one nonterminal adds (see below).
  *
  * The reference is earley.EarleyAutomaton's Python path; the tests run both.
@@ -365,7 +365,7 @@ static int add_first(I64Set *items, I64Vec *agenda, int64_t s, const int32_t *OF
     return 0;
 }
 
-/* earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> frozenset or None
+/* earley_closure(sym, nxt, first_off, first, nullable, T, limit) -> sorted tuple or None
  *
  * Every dotted rule (item with origin -1) that predicting nonterminal sym adds to a set: the first
  * positions of sym's rules, then, for each item before a nonterminal s, s's rules' first positions
@@ -397,6 +397,7 @@ PyObject *native_earley_closure(PyObject *self, PyObject *args) {
     I64Set items = {0};
     I64Vec agenda = {0};
     uint8_t *seen = calloc((size_t)n_sym, 1);
+    int64_t *sorted_items = NULL;
     PyObject *out = NULL;
     if (!seen || iset_init(&items, 64)) { PyErr_NoMemory(); goto done; }
     seen[sym] = 1;
@@ -417,15 +418,23 @@ PyObject *native_earley_closure(PyObject *self, PyObject *args) {
         }
         if ((long long)items.n > limit) { out = Py_None; Py_INCREF(out); goto done; }
     }
-    out = PyFrozenSet_New(NULL);
+    /* a sorted tuple: once the cyclic GC has seen it (ints only) it untracks it, where a frozenset
+     * stays tracked and every full collection would walk each closure of a large grammar */
+    sorted_items = malloc((items.n ? items.n : 1) * sizeof(int64_t));
+    if (!sorted_items) { PyErr_NoMemory(); goto done; }
+    size_t n_items = 0;
+    for (size_t i = 0; i < items.cap; i++)
+        if (items.slot[i] >= 0) sorted_items[n_items++] = items.slot[i];
+    sort_i64(sorted_items, n_items);
+    out = PyTuple_New((Py_ssize_t)n_items);
     if (!out) goto done;
-    for (size_t i = 0; i < items.cap; i++) {
-        if (items.slot[i] < 0) continue;
-        PyObject *v = PyLong_FromLongLong(items.slot[i]);
-        if (!v || PySet_Add(out, v) < 0) { Py_XDECREF(v); Py_CLEAR(out); goto done; }
-        Py_DECREF(v);
+    for (size_t i = 0; i < n_items; i++) {
+        PyObject *v = PyLong_FromLongLong(sorted_items[i]);
+        if (!v) { Py_CLEAR(out); goto done; }
+        PyTuple_SET_ITEM(out, (Py_ssize_t)i, v);
     }
 done:
+    free(sorted_items);
     free(seen);
     free(items.slot);
     free(agenda.v);

@@ -193,20 +193,23 @@ class EarleyAutomaton:
         self.max_items = max_items
         T = cfg.n_terms
         # per dotted rule: the symbol after the dot (-1 at the end), the rule's left-hand side
-        self.rule_base: list[int] = []
+        # (tuples of ints, fixed from here on: the cyclic GC untracks them, so its full collections
+        # do not walk them, as they would walk lists)
+        rule_base: list[int] = []
         nxt: list[int] = []
         lhs_of: list[int] = []
         for lhs, rhs in cfg.rules:
-            self.rule_base.append(len(nxt))
+            rule_base.append(len(nxt))
             nxt.extend(rhs)
             nxt.append(-1)
             lhs_of.extend([lhs] * (len(rhs) + 1))
-        self._next = nxt
-        self._lhs = lhs_of
+        self.rule_base: tuple[int, ...] = tuple(rule_base)
+        self._next = tuple(nxt)
+        self._lhs = tuple(lhs_of)
         self.shift = max(len(nxt), 1).bit_length()
         self._mask = (1 << self.shift) - 1
         n_sym = len(cfg.names)
-        self._nullable = [s in cfg.nullable for s in range(max(n_sym, T))]
+        self._nullable = tuple(s in cfg.nullable for s in range(max(n_sym, T)))
         self._n_sym = max(n_sym, T)
         # the same as bytes of int32 (and of bools), for the compiled earley_make / earley_predict
         self._next_b = np.array(nxt, dtype=np.int32).tobytes()
@@ -236,7 +239,9 @@ class EarleyAutomaton:
         self.term_bits = self._term_bits
         self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
-        self._closure: dict[int, frozenset[int]] = {}              # nonterminal -> predicted items
+        # nonterminal -> predicted items, sorted: a tuple of ints, which the cyclic GC untracks (a
+        # frozenset stays tracked, and a full collection walked every closure of a large grammar)
+        self._closure: dict[int, tuple[int, ...]] = {}
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
         self.fuel = None   # a core.limits.Fuel charged per item built (set by the compiled grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
@@ -250,8 +255,8 @@ class EarleyAutomaton:
         r = bisect_right(self.rule_base, dotted) - 1
         return r, dotted - self.rule_base[r], (code >> self.shift) - 1
 
-    def _predicted(self, sym: int) -> frozenset[int]:
-        """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set."""
+    def _predicted(self, sym: int) -> tuple[int, ...]:
+        """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set, sorted."""
         out = self._closure.get(sym)
         if out is not None:
             return out
@@ -283,7 +288,7 @@ class EarleyAutomaton:
                     agenda.append(it + 1)
             if len(items) > self.max_items:
                 raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
-        out = self._closure[sym] = frozenset(items)
+        out = self._closure[sym] = tuple(sorted(items))
         return out
 
     def _prediction(self, predicts: frozenset[int]) -> Prediction:

@@ -80,7 +80,8 @@ class ByteDFA(CompiledBuild):
             self.terminals = [replace(t, infinite=facts.infinite, narrow=_narrow(facts.infinite, facts.strings))
                               for t, (_f, facts) in zip(terminals, fragments)]
         self.owner = owner
-        self._owner_list = owner.tolist()   # the same, for per-state loops (no numpy scalars)
+        # the same, for per-state loops (no numpy scalars); a tuple of ints, which the GC untracks
+        self._owner_list = tuple(owner.tolist())
         self.accept_of = {term.accept: tid for tid, term in enumerate(terminals)}
         self.lazy = {tid for tid, t in enumerate(terminals) if t.lazy}
         self.ignored_bits = sum(1 << tid for tid, t in enumerate(terminals) if t.ignored)
@@ -96,7 +97,7 @@ class ByteDFA(CompiledBuild):
         self._alive_memo: dict[int, int] = {}   # each distinct alive bitset, as one shared int
         self.term_sets: list[tuple[int, ...]] = []
         self._term_set_index: dict[tuple[int, ...], int] = {}
-        self._best_memo: dict[frozenset[int], int] = {}     # accepting terminals -> emitted set id
+        self._best_memo: dict[tuple[int, ...], int] = {}    # accepting terminals, sorted -> emitted set id
         # (accepting, growing) reading from the compiled rows -> (alive bitset, emitted set id); cleared
         # past READING_MEMO_BYTES (see lexerbuild.CompiledBuild._take_readings)
         self._reading_memo: dict[tuple, tuple[int, int]] = {}
@@ -241,7 +242,7 @@ class ByteDFA(CompiledBuild):
         here; -1 if none. Depends on the set of ``accepting`` alone, so it is memoised per set."""
         if not accepting:
             return -1
-        key = frozenset(accepting)
+        key = tuple(sorted(set(accepting)))   # a tuple of ints: untracked by the GC, where a frozenset is not
         best = self._best_memo.get(key)
         if best is None:
             best = self._best_memo[key] = self._choose(accepting)
@@ -326,8 +327,8 @@ class ByteDFA(CompiledBuild):
         return self._states[sid]
 
     @property
-    def owner_of(self) -> list[int]:
-        """Per NFA state, the terminal that owns it (read-only list)."""
+    def owner_of(self) -> tuple[int, ...]:
+        """Per NFA state, the terminal that owns it."""
         return self._owner_list
 
     def find_state(self, nfa_states) -> int | None:

@@ -53,8 +53,12 @@ class GrammarMatcher:
         return len(self._stack) - 1
 
     def _fail(self, exc: GuidewireError) -> None:
+        # Kept without its traceback: the traceback's frames hold this matcher (a reference cycle), so
+        # the matcher and every table those frames reached would wait for a full collection of the
+        # cyclic GC, which then frees them inside whatever call triggered it (a mask elsewhere).
         self.error = str(exc)
-        self.exception = exc
+        self.exception = exc.with_traceback(None)
+        exc.__context__ = exc.__cause__ = None
 
     def current_mask(self) -> np.ndarray:
         """The current bitmask row (1-D int32, read-only)."""

@@ -224,12 +224,12 @@ class TrieTables:
         dfa = self.dfa
         members = dfa.nfa_states(q)
         narrow = self._narrow_nfa
-        if narrow is None:
-            flags = np.array([t.narrow for t in dfa.terminals] + [False], dtype=bool)   # owner -1: none
-            narrow = self._narrow_nfa = frozenset(_flatnonzero(flags.take(dfa.owner)).tolist())
-        if narrow.isdisjoint(members):
+        if narrow is None:   # a flag byte per NFA state (bytes: never walked by the cyclic GC)
+            flags = np.array([t.narrow for t in dfa.terminals] + [False], dtype=np.uint8)   # owner -1: none
+            narrow = self._narrow_nfa = flags.take(dfa.owner).tobytes()
+        keep = [s for s in members if not narrow[s]]
+        if len(keep) == len(members):
             return None
-        keep = [s for s in members if s not in narrow]
         if not keep:
             return None
         shadow = dfa.find_state(keep)   # never a new one: no walk reached it, and its table would be new

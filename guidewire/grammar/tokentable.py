@@ -98,7 +98,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
 
     def __init__(self, dfa: ByteDFA, vocab, lookup=None):
         super().__init__(dfa, vocab, lookup)
-        self._narrow_nfa: frozenset | None = None   # NFA states of narrow terminals (see _shadow)
+        self._narrow_nfa: bytes | None = None   # per NFA state, 1 if a narrow terminal owns it (see _shadow)
         if lookup is not None and native.module() is not None:
             prepare_trie(vocab)   # once per vocabulary, with the layout: not inside a first mask
 

@@ -10,6 +10,7 @@ This runs inside a worker process (or in-process in tests). Timing:
 
 from __future__ import annotations
 
+from array import array
 from time import perf_counter_ns
 from typing import Any
 
@@ -24,7 +25,7 @@ def _bit(row, token: int) -> bool:
     return (int(row[token >> 5]) >> (token & 31)) & 1 == 1
 
 
-def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: list[float]) -> dict:
+def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array) -> dict:
     """Step one instance through a fresh matcher; returns ``{"result", "pos", [note]}``.
 
     ``result`` is ``accept`` when every token was allowed and an EOS bit is set in the final
@@ -88,7 +89,9 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
         return _failure("memory", exc)
     except Exception as exc:  # noqa: BLE001 - every refusal or crash of compile is a compile error
         return _failure("compile_error", exc)
-    tbm: list[float] = []
+    # raw doubles, not a list of floats: a list is walked element by element by every full collection
+    # of the cyclic GC, and those collections run inside the masks being timed
+    tbm = array("d")
     outcomes = []
     try:
         for inst in instances:
