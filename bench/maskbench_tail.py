@@ -4,7 +4,10 @@ a peer's p99 and the masks over 20 / 100 ms, per run directory (``OUT/samples/tb
     python bench/maskbench_tail.py RUN_DIR [RUN_DIR ...] [--peer-run DIR] [--out FILE]
 
 The peer's p99 comes from each run's own llguidance samples, or from ``--peer-run`` for a run made
-without the peer (a previous tree on the same files, say).
+without the peer (a previous tree on the same files, say). Runs whose records carry ``slow_masks``
+(masks over 20 ms with the time CPython's full collections took inside them) also report how many
+of those masks had a full collection inside, the collections' share of their time, and the
+largest of them less its collections (reported beside the max, never instead of it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ def _load(run: str, engine: str):
     return np.load(path) if os.path.exists(path) else None
 
 
+def _slow_masks(run: str, engine: str) -> dict:
+    """What ``results.jsonl`` says of ``engine``'s masks over 20 ms and the full collections inside them."""
+    path = os.path.join(run, "results.jsonl")
+    if not os.path.exists(path):
+        return {}
+    slow = []
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("engine") == engine:
+                slow.extend(rec.get("slow_masks") or [])
+    if not slow:
+        return {}
+    gc_us = [s["full_gc_us"] for s in slow]
+    return {"slow_masks_recorded": len(slow),
+            "slow_masks_with_full_gc": sum(1 for g in gc_us if g > 0),
+            "slow_masks_full_gc_share": round(sum(gc_us) / sum(s["us"] for s in slow), 3),
+            "slow_masks_max_less_full_gc_us": round(max(s["us"] - s["full_gc_us"] for s in slow), 1)}
+
+
 def tail(run: str, peer_run: str | None = None, engine: str = "guidewire", peer: str = "llguidance") -> dict:
     """Tail statistics of ``engine``'s masks in ``run`` against ``peer``'s p99."""
     g = _load(run, engine)
@@ -35,6 +58,7 @@ def tail(run: str, peer_run: str | None = None, engine: str = "guidewire", peer:
     out["max_us"] = round(float(g.max()), 1)
     out["over_20ms"] = int((g > 20_000).sum())
     out["over_100ms"] = int((g > 100_000).sum())
+    out.update(_slow_masks(run, engine))
     if p is not None:
         p99 = float(np.percentile(p, 99))
         out[f"{peer}_p99_us"] = round(p99, 1)

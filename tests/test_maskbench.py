@@ -273,3 +273,54 @@ def test_guidewire_masks_accept_valid_and_reject_invalid_maskbench_instances(tmp
             n_invalid += not o["valid"]
         assert {t for t, _ in seen} == set(range(len(labels[f])))  # every test instance was walked
     assert n_valid >= 12 and n_invalid >= 25, (n_valid, n_invalid)
+
+
+def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
+    """A mask over the slow threshold is reported with the time CPython's full collections took
+    inside it: a mask that runs one reports it (within the mask's own time), one that only waits
+    reports none, and masks under the threshold are not reported at all."""
+    import gc
+
+    from guidewire.maskbench import evaluate as ev
+
+    class Matcher:
+        def __init__(self):
+            self.k = 0
+
+        def fill_bitmask(self, bitmask, row=0):
+            self.k += 1
+            if self.k == 1:
+                gc.collect()          # a full collection inside the first mask
+            elif self.k == 2:
+                time.sleep(0.03)      # slow, but no collection
+            bitmask[row, :] = -1
+
+        def advance(self, token_id):
+            return True
+
+        def is_accepting(self):
+            return True
+
+    class Compiled:
+        def matcher(self):
+            return Matcher()
+
+    class Engine(AcceptAllEngine):
+        def compile(self, schema):
+            return Compiled()
+
+    monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
+    res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
+    assert res["status"] == "pass" and len(res["tbm_us"]) == 4
+    slow = res["slow_masks"]
+    # the sleeping mask is always over 20 ms; the collecting one only if the heap makes it so
+    waits = [s for s in slow if s["full_gc_us"] == 0]
+    assert len(waits) == 1 and waits[0]["us"] >= 20_000
+    monkeypatch.setattr(ev, "SLOW_MASK_NS", 0)   # every mask reported
+    res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
+    slow = res["slow_masks"]
+    assert len(slow) == 4
+    assert 0 < slow[0]["full_gc_us"] <= slow[0]["us"]      # the first mask's collection, inside it
+    assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0]
+    monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
+    assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())

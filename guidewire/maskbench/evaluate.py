@@ -6,10 +6,15 @@ This runs inside a worker process (or in-process in tests). Timing:
 - ``ttfm_ms``: compile + creating a matcher + computing its first mask;
 - TBM samples (µs): every mask computed while walking the instances (before each token and
   once after the last token, where the EOS bit decides acceptance).
+
+A mask over :data:`SLOW_MASK_NS` is also reported with the time CPython's full (generation-2)
+collections took inside it (``slow_masks``: the collection runs inside whichever call allocates
+when the young generations overflow, so its pause is part of that mask's time, and stays in it).
 """
 
 from __future__ import annotations
 
+import gc
 from array import array
 from time import perf_counter_ns
 from typing import Any
@@ -20,12 +25,30 @@ from guidewire.core import allocate_token_bitmask
 STATUSES = ("pass", "compile_error", "validation_error", "invalidation_error", "timeout", "memory", "error")
 
 
+#: masks slower than this (ns) are matched against the full collections that ran inside them
+SLOW_MASK_NS = 20_000_000
+
+#: start and stop (perf_counter_ns) of this process's full collections during the current schema
+_FULL_GC = array("q")
+
+
+def _on_gc(phase: str, info: dict) -> None:
+    if info["generation"] == 2:
+        _FULL_GC.append(perf_counter_ns())
+
+
+def _full_gc_within(t0: int, t1: int) -> int:
+    """Nanoseconds of full collections inside ``[t0, t1]``."""
+    g = _FULL_GC
+    return sum(max(0, min(t1, g[i + 1]) - max(t0, g[i])) for i in range(0, len(g) - 1, 2))
+
+
 def _bit(row, token: int) -> bool:
     """Whether ``token``'s bit is set in a bitmask row."""
     return (int(row[token >> 5]) >> (token & 31)) & 1 == 1
 
 
-def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array) -> dict:
+def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, slow: list | None = None) -> dict:
     """Step one instance through a fresh matcher; returns ``{"result", "pos", [note]}``.
 
     ``result`` is ``accept`` when every token was allowed and an EOS bit is set in the final
@@ -37,14 +60,20 @@ def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array) 
     for k, tok in enumerate(tokens):
         t0 = perf_counter_ns()
         m.fill_bitmask(bitmask, 0)
-        tbm_us.append((perf_counter_ns() - t0) / 1e3)
+        dt = perf_counter_ns() - t0
+        tbm_us.append(dt / 1e3)
+        if dt > SLOW_MASK_NS and slow is not None:
+            slow.append((t0, t0 + dt))
         if not _bit(row, tok):
             return {"result": "reject", "pos": k}
         if not m.advance(tok):
             return {"result": "reject", "pos": k, "note": "advance refused a token the mask allowed"}
     t0 = perf_counter_ns()
     m.fill_bitmask(bitmask, 0)
-    tbm_us.append((perf_counter_ns() - t0) / 1e3)
+    dt = perf_counter_ns() - t0
+    tbm_us.append(dt / 1e3)
+    if dt > SLOW_MASK_NS and slow is not None:
+        slow.append((t0, t0 + dt))
     eos = any(_bit(row, e) for e in eos_ids)
     out = {"result": "accept" if eos else "reject", "pos": None if eos else len(tokens)}
     if eos != bool(m.is_accepting()):
@@ -79,6 +108,9 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     status, error message, timings, raw TBM samples and per-instance outcomes.
     """
     bitmask = allocate_token_bitmask(1, engine.vocab_size)
+    if _on_gc not in gc.callbacks:
+        gc.callbacks.append(_on_gc)
+    del _FULL_GC[:]
     t0 = perf_counter_ns()
     try:
         compiled = engine.compile(schema)
@@ -92,6 +124,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     # raw doubles, not a list of floats: a list is walked element by element by every full collection
     # of the cyclic GC, and those collections run inside the masks being timed
     tbm = array("d")
+    slow: list[tuple[int, int]] = []
     outcomes = []
     try:
         for inst in instances:
@@ -99,7 +132,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
             if inst["tokens"] is None:
                 out.update(result="skipped_untokenizable", ok=None)
             else:
-                out.update(walk_instance(compiled, inst["tokens"], engine.eos_ids, bitmask, tbm))
+                out.update(walk_instance(compiled, inst["tokens"], engine.eos_ids, bitmask, tbm, slow))
                 out["ok"] = (out["result"] == "accept") == inst["valid"]
                 out["ntok"] = len(inst["tokens"])
             outcomes.append(out)
@@ -108,5 +141,9 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     except Exception as exc:  # noqa: BLE001 - an engine crash mid-walk
         return _failure("error", exc, compile_ms=compile_ns / 1e6, ttfm_ms=ttfm_ns / 1e6)
     status, error = classify(outcomes)
-    return {"status": status, "error": error, "compile_ms": compile_ns / 1e6, "ttfm_ms": ttfm_ns / 1e6,
-            "tbm_us": tbm, "instances": outcomes}
+    out = {"status": status, "error": error, "compile_ms": compile_ns / 1e6, "ttfm_ms": ttfm_ns / 1e6,
+           "tbm_us": tbm, "instances": outcomes}
+    if slow:
+        out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "full_gc_us": round(_full_gc_within(a, b) / 1e3, 1)}
+                             for a, b in slow]
+    return out
