@@ -98,9 +98,9 @@ def test_readme_has_the_blocks_this_test_runs():
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
     assert sum(map(is_lsp_line, lines)) == 1
-    # set-up, tests, command line, GPU (not run here: needs CUDA), serve, sql, /infill, lsp: exactly
-    # two set-up commands
-    assert len(blocks("bash")) == 8 and sum("pip install" in b for b in blocks("bash")) == 2
+    # set-up, tests, command line, GPU (not run here: needs CUDA), serve, sql, /infill, lsp, a full
+    # MaskBench run and its tail (not run here: minutes): exactly two set-up commands
+    assert len(blocks("bash")) == 9 and sum("pip install" in b for b in blocks("bash")) == 2
 
 
 def test_python_blocks_without_model_run():
