@@ -27,6 +27,21 @@ KINDS = {
 }
 
 
+def _random_walk(m, vocab, steps: int, seed: int) -> int:
+    """Advance matcher ``m`` by up to ``steps`` tokens its masks allow, chosen at random; the
+    number taken (a walk builds token tables, Earley sets and memos)."""
+    buf = allocate_token_bitmask(1, vocab.vocab_size)
+    rng = random.Random(seed)
+    taken = 0
+    for _ in range(steps):
+        m.fill_bitmask(buf, 0)
+        ids = [t for t in bitmask_to_ids(buf[0], vocab.vocab_size).tolist() if t not in vocab.eos_ids]
+        if not ids or not m.advance(rng.choice(ids)):
+            break
+        taken += 1
+    return taken
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_used_grammar_is_freed_without_the_cyclic_gc(smollm2, kind):
     KINDS[kind](smollm2)  # per-vocabulary memos built once, outside the measured part
@@ -35,18 +50,8 @@ def test_a_used_grammar_is_freed_without_the_cyclic_gc(smollm2, kind):
     gc.disable()
     try:
         g = KINDS[kind](smollm2)
-        buf = allocate_token_bitmask(1, smollm2.vocab_size)
-        rng = random.Random(0)
         m = g.matcher()
-        steps = 0
-        for _ in range(40):  # a random walk builds token tables, Earley sets and memos
-            m.fill_bitmask(buf, 0)
-            ids = bitmask_to_ids(buf[0], smollm2.vocab_size)
-            ids = [t for t in ids.tolist() if t not in smollm2.eos_ids]
-            if not ids or not m.advance(rng.choice(ids)):
-                break
-            steps += 1
-        assert steps >= 5
+        assert _random_walk(m, smollm2, 40, seed=0) >= 5
         ref = weakref.ref(g)
         del g, m
         assert ref() is None, "the grammar is kept alive by a reference cycle"
@@ -68,13 +73,7 @@ def _garbage_after(makers, vocab) -> tuple[int, list[str]]:
         for make in makers:
             g = make(vocab)
             m = g.matcher()
-            buf = allocate_token_bitmask(1, vocab.vocab_size)
-            rng = random.Random(1)
-            for _ in range(25):
-                m.fill_bitmask(buf, 0)
-                ids = [t for t in bitmask_to_ids(buf[0], vocab.vocab_size).tolist() if t not in vocab.eos_ids]
-                if not ids or not m.advance(rng.choice(ids)):
-                    break
+            _random_walk(m, vocab, 25, seed=1)
             made += 1
             del g, m
         gc.set_debug(gc.DEBUG_SAVEALL)
@@ -155,14 +154,7 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
     props = {f"p{i}": {"anyOf": [{"type": "string", "maxLength": 5 + i % 7}, {"type": "integer"},
                                  {"type": "array", "items": {"enum": [f"e{i}", f"f{i}"]}}]} for i in range(40)}
     g = compile_json_schema({"type": "object", "properties": props, "additionalProperties": False}, smollm2)
-    buf = allocate_token_bitmask(1, smollm2.vocab_size)
-    m = g.matcher()
-    rng = random.Random(3)
-    for _ in range(60):
-        m.fill_bitmask(buf, 0)
-        ids = [t for t in bitmask_to_ids(buf[0], smollm2.vocab_size).tolist() if t not in smollm2.eos_ids]
-        if not ids or not m.advance(rng.choice(ids)):
-            break
+    assert _random_walk(g.matcher(), smollm2, 60, seed=3) >= 10
     gc.collect()
     e, dfa = g.earley, g.dfa
     closures = list(e._closure.values())
