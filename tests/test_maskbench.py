@@ -313,9 +313,9 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
     assert res["status"] == "pass" and len(res["tbm_us"]) == 4
     slow = res["slow_masks"]
-    # the sleeping mask is always over 20 ms; the collecting one only if the heap makes it so
-    waits = [s for s in slow if s["full_gc_us"] == 0]
-    assert len(waits) == 1 and waits[0]["us"] >= 20_000
+    # the sleeping mask is always over 20 ms, with no collection inside; the collecting one only
+    # if the heap makes it so
+    assert any(s["full_gc_us"] == 0 and s["us"] >= 20_000 for s in slow), slow
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 0)   # every mask reported
     res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
     slow = res["slow_masks"]

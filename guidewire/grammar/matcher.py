@@ -58,7 +58,8 @@ class GrammarMatcher:
         # cyclic GC, which then frees them inside whatever call triggered it (a mask elsewhere).
         self.error = str(exc)
         self.exception = exc.with_traceback(None)
-        exc.__context__ = exc.__cause__ = None
+        exc.__context__ = exc.__cause__ = None       # (their tracebacks would hold frames too)
+        exc.__suppress_context__ = False             # which assigning __cause__ set
 
     def current_mask(self) -> np.ndarray:
         """The current bitmask row (1-D int32, read-only)."""

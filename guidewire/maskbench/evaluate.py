@@ -33,7 +33,8 @@ _FULL_GC = array("q")
 
 
 def _on_gc(phase: str, info: dict) -> None:
-    if info["generation"] == 2:
+    # start, stop pairs: a stop without its start (the array cleared mid-collection) is dropped
+    if info["generation"] == 2 and (phase == "start") == (len(_FULL_GC) % 2 == 0):
         _FULL_GC.append(perf_counter_ns())
 
 
