@@ -227,9 +227,9 @@ class TrieTables:
         if narrow is None:   # a flag byte per NFA state (bytes: never walked by the cyclic GC)
             flags = np.array([t.narrow for t in dfa.terminals] + [False], dtype=np.uint8)   # owner -1: none
             narrow = self._narrow_nfa = flags.take(dfa.owner).tobytes()
-        keep = [s for s in members if not narrow[s]]
-        if len(keep) == len(members):
+        if not any(map(narrow.__getitem__, members)):   # no narrow terminal's state in q: no shadow
             return None
+        keep = [s for s in members if not narrow[s]]
         if not keep:
             return None
         shadow = dfa.find_state(keep)   # never a new one: no walk reached it, and its table would be new

@@ -49,6 +49,17 @@ def _bit(row, token: int) -> bool:
     return (int(row[token >> 5]) >> (token & 31)) & 1 == 1
 
 
+def _timed_mask(m, bitmask, tbm_us: array, slow: list | None) -> None:
+    """Compute ``m``'s mask into ``bitmask`` row 0; append its time (µs) to ``tbm_us``, and its
+    interval to ``slow`` when it took over :data:`SLOW_MASK_NS`."""
+    t0 = perf_counter_ns()
+    m.fill_bitmask(bitmask, 0)
+    dt = perf_counter_ns() - t0
+    tbm_us.append(dt / 1e3)
+    if dt > SLOW_MASK_NS and slow is not None:
+        slow.append((t0, t0 + dt))
+
+
 def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, slow: list | None = None) -> dict:
     """Step one instance through a fresh matcher; returns ``{"result", "pos", [note]}``.
 
@@ -59,22 +70,12 @@ def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, 
     m = compiled.matcher()
     row = bitmask[0]
     for k, tok in enumerate(tokens):
-        t0 = perf_counter_ns()
-        m.fill_bitmask(bitmask, 0)
-        dt = perf_counter_ns() - t0
-        tbm_us.append(dt / 1e3)
-        if dt > SLOW_MASK_NS and slow is not None:
-            slow.append((t0, t0 + dt))
+        _timed_mask(m, bitmask, tbm_us, slow)
         if not _bit(row, tok):
             return {"result": "reject", "pos": k}
         if not m.advance(tok):
             return {"result": "reject", "pos": k, "note": "advance refused a token the mask allowed"}
-    t0 = perf_counter_ns()
-    m.fill_bitmask(bitmask, 0)
-    dt = perf_counter_ns() - t0
-    tbm_us.append(dt / 1e3)
-    if dt > SLOW_MASK_NS and slow is not None:
-        slow.append((t0, t0 + dt))
+    _timed_mask(m, bitmask, tbm_us, slow)
     eos = any(_bit(row, e) for e in eos_ids)
     out = {"result": "accept" if eos else "reject", "pos": None if eos else len(tokens)}
     if eos != bool(m.is_accepting()):
