@@ -154,9 +154,9 @@ def test_store_evicts_least_recently_used_fragments_at_its_bound():
     store = FragmentStore(max_states=a.n_states + c.n_states + 1, max_fragment_states=100)
     store.put("a", a)
     store.put("b", b)
-    assert store.get("a") is a     # a is now the most recently used
+    assert store.get("a") == a     # a is now the most recently used
     store.put("c", c)
-    assert store.get("b") is None and store.get("a") is a and store.get("c") is c
+    assert store.get("b") is None and store.get("a") == a and store.get("c") == c
     assert store.n_states == a.n_states + c.n_states <= store.max_states
     small = FragmentStore(max_states=1000, max_fragment_states=2)
     small.put("a", a)

@@ -14,6 +14,9 @@ import pytest
 from guidewire.core import allocate_token_bitmask
 from guidewire.core.bitmask import bitmask_to_ids
 from guidewire.grammar import builtin_grammar, compile_json_schema, compile_lark, compile_regex, compile_python
+from guidewire.grammar import fragments, frontend, native
+from guidewire.grammar.fragments import FragmentFacts, FragmentStore, StoredFragment, analyse, capture, splice
+from guidewire.grammar.regex import NFA, RegexFragment, compile_into
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "tags": {"type": "array", "items": {"enum": ["a", "bc"]}},
@@ -167,3 +170,56 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
         assert not walked, f"{name}: {len(walked)} of {len(objs)} still walked by the GC ({type(walked[0]).__name__})"
     narrow = g._builder._narrow_nfa
     assert narrow is None or isinstance(narrow, bytes)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_an_nfa_being_built_is_not_walked_by_the_cyclic_gc():
+    """An NFA's per-state lists (ints and tuples of ints only) stay out of the cyclic GC while
+    the automaton is built, natively added or spliced from the fragment store: tracked, a large
+    terminal's hundreds of thousands of lists were walked by every full collection during its
+    compile (160-340 ms each in a long-lived MaskBench worker); frozen, its tuples of tuples are
+    untracked too. The automaton built is the same with the compiled module off (ordinary lists,
+    left to the collector)."""
+    pattern = r"[a-zé]{3,40}(-[0-9A-F]{2,6}|\.x+)?"
+    built = {}
+    for on in (True, False):
+        old = native.set_enabled(on)
+        try:
+            nfa = NFA()
+            frag = compile_into(nfa, pattern)
+            stored = capture(nfa, 0, frag, analyse(nfa, 0, frag))
+            again = splice(nfa, stored)
+            assert again.start == frag.start + stored.n_states
+            built[on] = (frag, again, [list(e) for e in nfa.eps], [list(e) for e in nfa.edges])
+            lists = [nfa.eps, nfa.edges, *nfa.eps, *nfa.edges]
+            assert len(lists) > 2 * 200, len(lists)
+            tracked = sum(map(gc.is_tracked, lists))
+            assert tracked == (0 if on else len(lists)), (on, tracked, len(lists))
+            nfa.freeze()   # tuples of tuples: the collector alone never untracks the outer one
+            gc.collect()
+            assert gc.is_tracked(nfa.edges) is not on and gc.is_tracked(nfa.eps) is not on
+        finally:
+            native.set_enabled(old)
+    assert built[True] == built[False]
+
+
+def test_the_fragment_store_is_not_walked_by_the_cyclic_gc(smollm2, monkeypatch):
+    """The process-wide store of terminal fragments lives as long as the process, so every full
+    collection would walk what it holds: its entries are plain tuples of atoms (untracked once the
+    collector has seen them), not dataclass instances (three tracked objects per fragment, thousands
+    of fragments: half of a long-lived MaskBench worker's heap and most of a 10-25 ms full
+    collection there). What it hands back is unchanged."""
+    store = FragmentStore()
+    monkeypatch.setattr(fragments, "STORE", store)
+    monkeypatch.setattr(frontend, "STORE", store)
+    compile_json_schema(SCHEMA, smollm2)
+    keys = list(store._items)
+    assert len(keys) >= 5, len(keys)
+    gc.collect()
+    walked = [k for k in keys if gc.is_tracked(store._items[k])]
+    assert not walked, f"{len(walked)} of {len(keys)} stored fragments are walked by the GC"
+    for k in keys:
+        got = store.get(k)
+        assert isinstance(got, StoredFragment) and got.n_states == len(got.edges) > 0
+        assert isinstance(got.fragment, RegexFragment) and isinstance(got.facts, FragmentFacts)
+        assert len(got.facts.live) == got.n_states

@@ -3,7 +3,24 @@
  * splice(eps, edges, stored_eps, stored_edges, off) -> None
  *     Appends to the lists ``eps`` and ``edges`` (an NFA being built) one fresh list per state of
  *     a stored fragment: ``[t + off for t in stored_eps[i]]`` and ``[(lo, hi, t + off) for lo, hi, t
- *     in stored_edges[i]]``. The reference is fragments.splice_lists.
+ *     in stored_edges[i]]``. The reference is fragments.splice_lists. The new lists are untracked
+ *     by the cyclic collector, as grow_states' are.
+ *
+ * grow_states(eps, edges, n) -> None
+ *     Appends ``n`` fresh empty lists to each of ``eps`` and ``edges`` (new NFA states), untracking
+ *     them and the two outer lists from the cyclic collector. An NFA's per-state lists hold only
+ *     ints and tuples of ints, which can be in no reference cycle; tracked, the hundreds of
+ *     thousands of lists of a large terminal's automaton were walked by every full collection that
+ *     ran during its compile (up to ~340 ms each in a long-lived process). The reference (no
+ *     compiled module) appends ordinary lists.
+ *
+ * untrack_nested(obj) -> obj
+ *     Untracks from the cyclic collector every exact tuple in ``obj`` (nested up to 16 deep) whose
+ *     items are all atoms (objects the collector never tracks: ints, bytes, str, None, ...) or such
+ *     tuples, innermost first. CPython untracks a tuple of atoms when a collection walks it, but a
+ *     tuple of tuples stays tracked for good: the collection reorders its list so the outer tuple
+ *     is examined before its items are untracked (a frozen NFA or a stored fragment: one
+ *     tracked tuple of thousands of references, walked by every full collection).
  *
  * fragment_facts(eps, edges, first, start, end, cap, count_states) -> (live, infinite, strings) | None
  *     fragments.analyse over states ``first ..`` of an NFA (sequences of sequences): None unless
@@ -73,6 +90,7 @@ PyObject *native_splice(PyObject *self, PyObject *args) {
         Py_ssize_t k = SEQ_LEN(src);
         PyObject *lst = PyList_New(k);
         if (!lst) goto fail;
+        PyObject_GC_UnTrack(lst);   /* ints only (see grow_states) */
         PyList_SET_ITEM(new_eps, i, lst);
         for (Py_ssize_t j = 0; j < k; j++) {
             long long t;
@@ -86,6 +104,7 @@ PyObject *native_splice(PyObject *self, PyObject *args) {
         k = SEQ_LEN(src);
         lst = PyList_New(k);
         if (!lst) goto fail;
+        PyObject_GC_UnTrack(lst);   /* untracked tuples of ints only (see grow_states) */
         PyList_SET_ITEM(new_edges, i, lst);
         for (Py_ssize_t j = 0; j < k; j++) {
             PyObject *e = SEQ_ITEM(src, j);
@@ -116,6 +135,58 @@ PyObject *native_splice(PyObject *self, PyObject *args) {
 fail:
     Py_XDECREF(new_eps); Py_XDECREF(new_edges);
     return NULL;
+}
+
+/* 1 when ``o`` is not tracked on return (untracked here if it qualifies) */
+static int untrack_nested_rec(PyObject *o, int depth) {
+    if (!PyObject_IS_GC(o)) return 1;
+    if (!PyTuple_CheckExact(o) || depth > 16) return 0;
+    if (!PyObject_GC_IsTracked(o)) return 1;
+    int all = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+        if (!untrack_nested_rec(PyTuple_GET_ITEM(o, i), depth + 1)) all = 0;
+    if (all) PyObject_GC_UnTrack(o);
+    return all;
+}
+
+PyObject *native_untrack_nested(PyObject *self, PyObject *obj) {
+    (void)self;
+    untrack_nested_rec(obj, 0);
+    Py_INCREF(obj);
+    return obj;
+}
+
+PyObject *native_grow_states(PyObject *self, PyObject *args) {
+    PyObject *eps, *edges;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!n", &PyList_Type, &eps, &PyList_Type, &edges, &n)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "grow_states: negative count");
+        return NULL;
+    }
+    PyObject *outer[2] = {eps, edges};
+    for (int w = 0; w < 2; w++) {
+        PyObject *fresh = PyList_New(n);
+        if (!fresh) goto undo;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *lst = PyList_New(0);
+            if (!lst) { Py_DECREF(fresh); goto undo; }
+            PyObject_GC_UnTrack(lst);
+            PyList_SET_ITEM(fresh, i, lst);
+        }
+        Py_ssize_t at = PyList_GET_SIZE(outer[w]);
+        int rc = PyList_SetSlice(outer[w], at, at, fresh);
+        Py_DECREF(fresh);
+        if (rc < 0) goto undo;
+        continue;
+    undo:
+        if (w == 1) PyList_SetSlice(eps, PyList_GET_SIZE(eps) - n, PyList_GET_SIZE(eps), NULL);
+        return NULL;
+    }
+    if (PyObject_GC_IsTracked(eps)) PyObject_GC_UnTrack(eps);
+    if (PyObject_GC_IsTracked(edges)) PyObject_GC_UnTrack(edges);
+    Py_RETURN_NONE;
 }
 
 /* the fragment's moves in CSR form, relative ids: succ[soff[i] .. soff[i+1]-1] (epsilon targets

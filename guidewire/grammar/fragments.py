@@ -185,6 +185,22 @@ def splice_lists(eps: list, edges: list, stored_eps, stored_edges, off: int) -> 
     edges.extend([[(lo, hi, t + off) for lo, hi, t in e] for e in stored_edges])
 
 
+def _pack(item: StoredFragment) -> tuple:
+    """``item`` as nested plain tuples of atoms, untracked by the cyclic GC with the compiled module."""
+    f, facts = item.fragment, item.facts
+    packed = (item.eps, item.edges, (f.start, f.end, f.has_lazy, f.nullable),
+              (facts.live, facts.infinite, facts.strings), item.nbytes)
+    compiled = native.module()
+    # the collector alone never untracks a tuple of tuples (see _native_nfa.c, untrack_nested)
+    return packed if compiled is None else compiled.untrack_nested(packed)
+
+
+def _unpack(packed: tuple) -> StoredFragment:
+    """:func:`_pack`'s inverse."""
+    eps, edges, frag, facts, nbytes = packed
+    return StoredFragment(eps, edges, RegexFragment(*frag), FragmentFacts(*facts), nbytes)
+
+
 class FragmentStore:
     """A thread-safe LRU store of :class:`StoredFragment` by key, bounded by total NFA states
     and by total estimated bytes."""
@@ -194,7 +210,10 @@ class FragmentStore:
         self.max_states = max_states
         self.max_fragment_states = max_fragment_states
         self.max_bytes = max_bytes
-        self._items: OrderedDict[object, StoredFragment] = OrderedDict()
+        # values are plain tuples of ints, bytes and bools (see _pack), which the cyclic collector
+        # stops tracking: a store of thousands of dataclass instances is walked by every full
+        # collection of a long-lived process, one cache miss per reference
+        self._items: OrderedDict[object, tuple] = OrderedDict()
         self._states = 0
         self._bytes = 0
         self._lock = threading.Lock()
@@ -202,10 +221,10 @@ class FragmentStore:
     def get(self, key) -> StoredFragment | None:
         """The fragment stored under ``key`` (marked recently used), or None."""
         with self._lock:
-            item = self._items.get(key)
-            if item is not None:
+            packed = self._items.get(key)
+            if packed is not None:
                 self._items.move_to_end(key)
-            return item
+        return None if packed is None else _unpack(packed)
 
     def accepts(self, n_states: int) -> bool:
         """Whether a fragment of ``n_states`` states would be stored."""
@@ -215,18 +234,19 @@ class FragmentStore:
         """Store ``item`` under ``key``, evicting least recently used fragments beyond the bound."""
         if not self.accepts(item.n_states) or item.nbytes > self.max_bytes:
             return
+        packed = _pack(item)
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
-                self._states -= old.n_states
-                self._bytes -= old.nbytes
-            self._items[key] = item
+                self._states -= len(old[0])
+                self._bytes -= old[-1]
+            self._items[key] = packed
             self._states += item.n_states
             self._bytes += item.nbytes
             while self._states > self.max_states or self._bytes > self.max_bytes:
                 _k, gone = self._items.popitem(last=False)
-                self._states -= gone.n_states
-                self._bytes -= gone.nbytes
+                self._states -= len(gone[0])
+                self._bytes -= gone[-1]
 
     def clear(self) -> None:
         """Drop every stored fragment."""

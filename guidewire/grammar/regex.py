@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover
     import sre_parse  # type: ignore
 
 from ..core.errors import LimitExceededError, RegexSyntaxError, UnsupportedFeatureError
+from . import native
 from .charset import (Intervals, case_fold, category, complement, ignorecase_closure, normalize, union,
                       utf8_template)
 
@@ -46,10 +47,13 @@ class NFA:
     """A byte-level NFA with epsilon moves; many terminals may share one instance."""
 
     def __init__(self, max_states: int = MAX_NFA_STATES):
+        # per-state lists of epsilon targets and of (lo, hi, target) edges: ints only, so the
+        # compiled module keeps them out of the cyclic collector (see _grow)
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.max_states = max_states
         self._class_cache: dict = {}  # Intervals -> UTF-8 template (one compile's classes)
+        self._grow(0)
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -67,6 +71,10 @@ class NFA:
         mask times). Adding states or edges afterwards raises ``AttributeError``."""
         self.eps = tuple(tuple(e) for e in self.eps)
         self.edges = tuple(tuple(e) for e in self.edges)
+        compiled = native.module()
+        if compiled is not None:   # a tuple of tuples stays tracked otherwise (see untrack_nested)
+            compiled.untrack_nested(self.eps)
+            compiled.untrack_nested(self.edges)
 
     def truncate(self, size: int) -> None:
         """Forget every state from ``size`` on (a build that failed and added edges only from
@@ -74,11 +82,22 @@ class NFA:
         del self.eps[size:]
         del self.edges[size:]
 
+    def _grow(self, count: int) -> None:
+        """Append ``count`` fresh states' lists. With the compiled module they (and the two outer
+        lists) are untracked by the cyclic collector: they hold only ints and tuples of ints, and a
+        large terminal's hundreds of thousands of tracked lists were walked by every full
+        collection during its compile."""
+        compiled = native.module()
+        if compiled is not None:
+            compiled.grow_states(self.eps, self.edges, count)
+        else:
+            self.eps.extend([] for _ in range(count))
+            self.edges.extend([] for _ in range(count))
+
     def add_state(self) -> int:
         """A fresh state id."""
         self.reserve(1)
-        self.eps.append([])
-        self.edges.append([])
+        self._grow(1)
         return len(self.eps) - 1
 
     def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
@@ -92,9 +111,7 @@ class NFA:
         """A copy of an acyclic byte automaton (:data:`~.charset.Template`) from ``src`` to ``dst``."""
         self.reserve(len(template) - 1)
         base = len(self.eps)
-        for _ in range(len(template) - 1):
-            self.eps.append([])
-            self.edges.append([])
+        self._grow(len(template) - 1)
         ids = [src] + list(range(base, base + len(template) - 1))
         for i, node in enumerate(template):
             out = self.edges[ids[i]]
