@@ -170,6 +170,14 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
         assert not walked, f"{name}: {len(walked)} of {len(objs)} still walked by the GC ({type(walked[0]).__name__})"
     narrow = g._builder._narrow_nfa
     assert narrow is None or isinstance(narrow, bytes)
+    if native.available():   # append-only per-set and per-state arrays: lists the GC does not walk
+        arrays = {"earley sets": [e.items, e.predictions, e.expected, e.accepting, e.waiting, e.core_by_terminal],
+                  "lexer states": [dfa.alive, dfa.emit, dfa.term_sets, dfa.term_set_ignored],
+                  "state classes": [g._rep_list]}
+        assert len(e.items) >= 10 and len(dfa.alive) >= 10, (len(e.items), len(dfa.alive))
+        for name, objs in arrays.items():
+            walked = [o for o in objs if gc.is_tracked(o)]
+            assert not walked, f"{name}: {len(walked)} of {len(objs)} arrays walked by the GC"
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled module is not built")

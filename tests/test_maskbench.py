@@ -208,6 +208,20 @@ def test_fresh_worker_mode_gives_every_schema_a_new_process(tmp_path):
     assert "fresh worker per schema" in (tmp_path / "cold" / "report.md").read_text()
 
 
+def test_a_warm_worker_warms_its_engine_up_before_the_first_schema_and_a_cold_one_does_not(tmp_path):
+    """One small compile before the freeze (lazy imports are start-up, as in ``guidewire serve``);
+    the cold-process mode leaves it out, its first compile must pay for them."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-warm-up": True}, tests)
+             for i in range(2)]
+    warm = run(RunConfig(files=files, out=str(tmp_path / "warm"), engines=["fake-accept"], progress=False,
+                         plots=False))
+    assert warm["engines"]["fake-accept"]["passing"] == 2
+    cold = run(RunConfig(files=files, out=str(tmp_path / "cold"), engines=["fake-accept"], progress=False,
+                         plots=False, fresh_workers=True))
+    assert cold["engines"]["fake-accept"]["compile_error"] == 2
+
+
 def test_worker_freezes_its_start_up_heap_unless_told_not_to(tmp_path):
     """The worker freezes its heap once the engine is built (as ``guidewire serve`` does); the flag keeps it."""
     tests = [{"description": "", "valid": True, "data": 1}]

@@ -32,6 +32,7 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 PyObject *native_splice(PyObject *self, PyObject *args);
 PyObject *native_grow_states(PyObject *self, PyObject *args);
 PyObject *native_untrack_nested(PyObject *self, PyObject *obj);
+PyObject *native_gc_free_list(PyObject *self, PyObject *unused);
 PyObject *native_fragment_facts(PyObject *self, PyObject *args);
 PyObject *native_nfa_arrays(PyObject *self, PyObject *args);
 PyObject *native_byte_classes(PyObject *self, PyObject *args);
@@ -910,6 +911,7 @@ static PyMethodDef methods[] = {
     {"slice_drop", native_slice_drop, METH_VARARGS, "The candidates that are not short slice members, compacted."},
     {"trie_walk", native_trie_walk, METH_VARARGS, "Walk a token trie from a lexer state: groups, inherited rows (see _native_trie.c)."},
     {"trie_refs", native_trie_refs, METH_VARARGS, "The hubs one or two bytes from a lexer state, then START (see _native_trie.c)."},
+    {"gc_free_list", native_gc_free_list, METH_NOARGS, "A new empty list untracked by the cyclic GC (see _native_nfa.c)."},
     {"untrack_nested", native_untrack_nested, METH_O, "Untrack nested tuples of atoms from the cyclic GC; returns the argument (see _native_nfa.c)."},
     {"grow_states", native_grow_states, METH_VARARGS, "Append n fresh NFA states' lists, untracked by the cyclic GC (see _native_nfa.c)."},
     {"splice", native_splice, METH_VARARGS, "Append a stored NFA fragment's states, shifted, to an NFA's lists (see _native_nfa.c)."},

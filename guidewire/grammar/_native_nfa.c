@@ -14,6 +14,14 @@
  *     ran during its compile (up to ~340 ms each in a long-lived process). The reference (no
  *     compiled module) appends ordinary lists.
  *
+ * gc_free_list() -> list
+ *     A new empty list untracked by the cyclic collector, for the append-only per-state arrays of a
+ *     grammar (Earley sets, lexer states) that hold only atoms, untracked tuples and acyclic
+ *     objects: tracked, each such list is walked element by element by every full collection
+ *     for as long as its grammar lives (a cached grammar: for the life of a server). An object
+ *     held only by such a list is never freed by the collector, so nothing that can be in a
+ *     reference cycle may go into one.
+ *
  * untrack_nested(obj) -> obj
  *     Untracks from the cyclic collector every exact tuple in ``obj`` (nested up to 16 deep) whose
  *     items are all atoms (objects the collector never tracks: ints, bytes, str, None, ...) or such
@@ -154,6 +162,13 @@ PyObject *native_untrack_nested(PyObject *self, PyObject *obj) {
     untrack_nested_rec(obj, 0);
     Py_INCREF(obj);
     return obj;
+}
+
+PyObject *native_gc_free_list(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    PyObject *lst = PyList_New(0);
+    if (lst) PyObject_GC_UnTrack(lst);
+    return lst;
 }
 
 PyObject *native_grow_states(PyObject *self, PyObject *args) {

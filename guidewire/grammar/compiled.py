@@ -111,7 +111,9 @@ class CompiledGrammar:
         self._builder.admit = _weak_call(self._admits)
         self._builder.has_table = _weak_call(self._has_table)
         self._rep = self._lexer_classes()
-        self._rep_list: list[int] = self._rep.tolist()   # a list: indexing it is on the hot path
+        # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk
+        self._rep_list: list[int] = native.gc_free_list()
+        self._rep_list.extend(self._rep.tolist())
         # a lazily built lexer's states projected onto the expected terminals (an eager one's
         # state classes and mirror are final: it gets no new states)
         proj = Projection(dfa) if PROJECT_LEXEMES and not self._rep.size else None

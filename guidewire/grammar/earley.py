@@ -222,13 +222,16 @@ class EarleyAutomaton:
             first_off.append(len(first))
         self._first_off_b = np.array(first_off, dtype=np.int32).tobytes()
         self._first_b = np.array(first, dtype=np.int32).tobytes()
-        self.items: list[tuple[int, ...]] = []       # the core of each set (sorted item codes)
-        self.predictions: list[Prediction] = []      # its predicted part
-        self.expected: list[int] = []        # bitset of terminals some item waits for
-        self.accepting: list[bool] = []
+        # per-set arrays, appended to only: lists the cyclic GC does not walk (native.gc_free_list;
+        # they hold untracked tuples and dicts, ints, bools and acyclic Predictions), else every
+        # full collection would visit each set built for as long as the grammar lives
+        self.items: list[tuple[int, ...]] = native.gc_free_list()   # the core of each set (sorted item codes)
+        self.predictions: list[Prediction] = native.gc_free_list()  # its predicted part
+        self.expected: list[int] = native.gc_free_list()    # bitset of terminals some item waits for
+        self.accepting: list[bool] = native.gc_free_list()
         # per set, dicts of tuples of ints: untracked by the cyclic GC, whose full collections
         # otherwise walk every set built
-        self.waiting: list[dict[int, tuple[int, ...]]] = []   # core items waiting per nonterminal, advanced over it
+        self.waiting: list[dict[int, tuple[int, ...]]] = native.gc_free_list()   # core items waiting per nonterminal, advanced over it
         self._index: dict[tuple[int, ...], int] = {}
         self._scan: dict[int, int] = {}     # (set << 33) + lexeme key + 2**32 -> set after the scan
         #: the scans made so far (``_scan``), for the compiled ``pick_groups`` to read in place
@@ -237,7 +240,7 @@ class EarleyAutomaton:
         #: the same, for the compiled ``pick_groups`` (a memo miss whose terminals the set does not
         #: expect is answered there, -1, without calling ``scan``)
         self.term_bits = self._term_bits
-        self.core_by_terminal: list[dict[int, tuple[int, ...]]] = []    # core items waiting per terminal
+        self.core_by_terminal: list[dict[int, tuple[int, ...]]] = native.gc_free_list()   # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
         # nonterminal -> predicted items, sorted: a tuple of ints, which the cyclic GC untracks (a
         # frozenset stays tracked, and a full collection walked every closure of a large grammar)

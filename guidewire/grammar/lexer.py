@@ -92,17 +92,19 @@ class ByteDFA(CompiledBuild):
         # walked a 150k-state lexer's list, index and target cache, each entry a cache miss)
         self._states: dict[int, tuple[int, ...]] = {}
         self._index: dict[tuple[int, ...], int] = {}
-        self.alive: list[int] = []          # bitset of terminals alive in each state
-        self.emit: list[int] = []           # id of the emitted terminal set, -1 if not accepting
+        # per-state arrays of ints, appended to only: lists the cyclic GC does not walk (see
+        # native.gc_free_list), as the per-set arrays of the Earley automaton
+        self.alive: list[int] = native.gc_free_list()          # bitset of terminals alive in each state
+        self.emit: list[int] = native.gc_free_list()           # id of the emitted terminal set, -1 if not accepting
         self._alive_memo: dict[int, int] = {}   # each distinct alive bitset, as one shared int
-        self.term_sets: list[tuple[int, ...]] = []
+        self.term_sets: list[tuple[int, ...]] = native.gc_free_list()
         self._term_set_index: dict[tuple[int, ...], int] = {}
         self._best_memo: dict[tuple[int, ...], int] = {}    # accepting terminals, sorted -> emitted set id
         # (accepting, growing) reading from the compiled rows -> (alive bitset, emitted set id); cleared
         # past READING_MEMO_BYTES (see lexerbuild.CompiledBuild._take_readings)
         self._reading_memo: dict[tuple, tuple[int, int]] = {}
         self._reading_memo_bytes = 0
-        self.term_set_ignored: list[bool] = []
+        self.term_set_ignored: list[bool] = native.gc_free_list()
         self.trans = np.zeros((64, 256), dtype=np.int32)
         self.row_done = np.zeros(64, dtype=bool)
         self.rows_built = 0     # how many entries of row_done are true

@@ -35,3 +35,11 @@ def set_enabled(on: bool) -> bool:
         raise RuntimeError("guidewire.grammar._native is not built (reinstall with a C compiler)")
     old, _enabled = _enabled, bool(on)
     return old
+
+
+def gc_free_list() -> list:
+    """A new empty list that CPython's cyclic collector does not walk (an ordinary list without
+    the compiled module). For a grammar's append-only per-state arrays of ints, bools, untracked
+    tuples and acyclic objects only: the collector never frees an object held only there, so
+    nothing that can be part of a reference cycle may be put in one."""
+    return _compiled.gc_free_list() if _enabled else []

@@ -37,6 +37,13 @@ class EngineContext:
     eos_ids: tuple[int, ...]
 
 
+#: the schema of :meth:`Engine.warm_up`: a few common keywords, a format and a pattern
+WARM_UP_SCHEMA = {"type": "object", "properties": {
+    "id": {"type": "integer", "minimum": 0}, "name": {"type": "string", "maxLength": 8},
+    "at": {"type": "string", "format": "date-time"}, "code": {"type": "string", "pattern": "^[A-Z]{2}$"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b"]}}}, "required": ["id"]}
+
+
 class Engine(ABC):
     """Base class of the adapters (see the module docstring for the protocol)."""
 
@@ -56,6 +63,15 @@ class Engine(ABC):
     def eos_ids(self) -> tuple[int, ...]:
         """EOS ids; an instance is accepted iff one of their bits is set in the final mask."""
         return self.ctx.eos_ids
+
+    def warm_up(self) -> None:
+        """Compile :data:`WARM_UP_SCHEMA` and ask its first mask, once, before the worker freezes
+        its start-up heap: what an engine imports or builds lazily on its first compile (schema
+        validators, format checkers, per-vocabulary indexes) is start-up too, as ``guidewire serve``
+        warms up before its freeze. Every engine gets the same warm-up."""
+        from guidewire.core import allocate_token_bitmask
+
+        self.compile(WARM_UP_SCHEMA).matcher().fill_bitmask(allocate_token_bitmask(1, self.vocab_size), 0)
 
     @abstractmethod
     def compile(self, schema: Any):

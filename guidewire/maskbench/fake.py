@@ -4,7 +4,8 @@ They need no tokenizer and answer instantly, so tests of classification, timeout
 memory cap run in milliseconds. ``fake-oneshot`` compiles once per process (then refuses), which
 tells a test whether every schema got a fresh worker. A schema may carry ``"x-fake-sleep": seconds`` (compile
 sleeps that long), ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB) or
-``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap).
+``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap) or
+``"x-fake-need-warm-up": true`` (compile refuses unless the engine was warmed up in this process).
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ class _ConstCompiled:
         return _ConstMatcher(self._allow)
 
 
+_warmed_up = False   # whether Engine.warm_up ran in this process
+
+
 def _misbehave(schema: Any) -> None:
-    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb`` and ``x-fake-need-frozen-heap`` in a schema object."""
+    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap`` and
+    ``x-fake-need-warm-up`` in a schema object."""
     if not isinstance(schema, dict):
         return
+    if schema.get("x-fake-need-warm-up") and not _warmed_up:
+        raise RuntimeError("the engine was not warmed up")
     if schema.get("x-fake-need-frozen-heap") and gc.get_freeze_count() == 0:
         raise RuntimeError("the worker's heap is not frozen")
     if schema.get("x-fake-sleep"):
@@ -66,6 +73,12 @@ class AcceptAllEngine(Engine):
 
     name = "fake-accept"
     ALLOW = True
+
+    def warm_up(self) -> None:
+        """The common warm-up, remembered for ``x-fake-need-warm-up``."""
+        global _warmed_up
+        super().warm_up()
+        _warmed_up = True
 
     def compile(self, schema: Any):
         """Compile instantly (after any requested sleep or allocation)."""
@@ -97,6 +110,9 @@ class OneShotEngine(AcceptAllEngine):
 
     name = "fake-oneshot"
     _compiled_in_process = 0
+
+    def warm_up(self) -> None:
+        """Nothing: the one compile a process allows is kept for a schema."""
 
     def compile(self, schema: Any):
         """Compile the first schema; raise on any later one in the same process."""

@@ -73,7 +73,8 @@ class _Pool:
     def __init__(self, engines: list[str], ctx: EngineContext, cfg: RunConfig):
         self.cfg = cfg
         self.log_dir = os.path.join(cfg.out, "logs")
-        self.workers = {e: [Worker(e, ctx, cfg.memory_mb, self.log_dir, cfg.freeze_heap)] for e in engines}
+        self.workers = {e: [Worker(e, ctx, cfg.memory_mb, self.log_dir, cfg.freeze_heap, not cfg.fresh_workers)]
+                        for e in engines}
         self.ctx = ctx
 
     def start(self) -> dict[str, str]:
@@ -87,7 +88,7 @@ class _Pool:
         for w in self.workers[engine]:
             if w.busy_with is None:
                 return w
-        w = Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap)
+        w = Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap, not self.cfg.fresh_workers)
         self.workers[engine].append(w)
         return w
 
@@ -265,7 +266,7 @@ def run(cfg: RunConfig) -> dict:
             "files": len(run_state.files), "timeout_s": cfg.timeout, "memory_mb": cfg.memory_mb,
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
             "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
-            "gc_freeze": cfg.freeze_heap,
+            "gc_freeze": cfg.freeze_heap, "warm_up_compile": not cfg.fresh_workers,
             "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}

@@ -13,6 +13,7 @@ import gc
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -49,14 +50,16 @@ def _redirect_output(log_dir: str | None, engine_name: str) -> None:
 
 
 def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_mb: int,
-                log_dir: str | None = None, freeze_heap: bool = True) -> None:
+                log_dir: str | None = None, freeze_heap: bool = True, warm_up: bool = True) -> None:
     """Worker loop: build the engine, send ``("ready", version)``, then serve requests.
 
     With ``freeze_heap`` the start-up heap (the tokenizer, torch and transformers imports: ~215k
-    objects) is frozen out of CPython's full collections once the engine is built, as
-    ``guidewire serve`` does after loading its model: otherwise every full collection (60-160 ms)
-    traverses it inside whichever mask happens to allocate. Objects an engine creates later are
-    still collected, and their collections still counted in its timings.
+    objects) is frozen out of CPython's full collections once the engine is built and warmed up
+    (:meth:`~.engines.Engine.warm_up`: one small compile, for its lazy imports), as ``guidewire
+    serve`` does after loading its model: otherwise every full collection (60-160 ms) traverses it
+    inside whichever mask happens to allocate. Objects an engine creates later are still
+    collected, and their collections still counted in its timings. ``warm_up`` is off in the
+    cold-process mode, whose first compile must pay for what a warm-up would have done.
 
     A request is ``(schema, instances)``; the reply is ``("result", record)``; ``None`` ends.
     Engine output goes to ``log_dir/<engine>-<pid>.log`` when ``log_dir`` is given.
@@ -71,6 +74,11 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
         from .evaluate import evaluate_schema
 
         engine = build_engine(engine_name, ctx)
+        if warm_up:
+            try:
+                engine.warm_up()
+            except Exception as exc:  # noqa: BLE001 - a warm-up is no result: said in the log, not fatal
+                print(f"maskbench: {engine_name} warm-up failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         if freeze_heap:
             gc.collect()
             gc.freeze()
@@ -93,10 +101,11 @@ class Worker:
     """Parent-side handle of one engine worker process."""
 
     def __init__(self, engine_name: str, ctx: EngineContext, memory_mb: int, log_dir: str | None = None,
-                 freeze_heap: bool = True):
+                 freeze_heap: bool = True, warm_up: bool = True):
         """Remember how to start the worker; nothing runs until :meth:`ensure_started`."""
         self.log_dir = log_dir
         self.freeze_heap = freeze_heap
+        self.warm_up = warm_up
         self.engine_name = engine_name
         self.ctx = ctx
         self.memory_mb = memory_mb
@@ -118,7 +127,7 @@ class Worker:
         self.close()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir, self.freeze_heap)
+        args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir, self.freeze_heap, self.warm_up)
         self.proc = ctx.Process(target=worker_main, args=args, daemon=True, name=f"maskbench-{self.engine_name}")
         self.proc.start()
         child.close()
