@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import gc
 import random
+import sys
 import weakref
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guidewire.core import allocate_token_bitmask
 from guidewire.core.bitmask import bitmask_to_ids
@@ -231,3 +234,51 @@ def test_the_fragment_store_is_not_walked_by_the_cyclic_gc(smollm2, monkeypatch)
         assert isinstance(got, StoredFragment) and got.n_states == len(got.edges) > 0
         assert isinstance(got.fragment, RegexFragment) and isinstance(got.facts, FragmentFacts)
         assert len(got.facts.live) == got.n_states
+
+
+def _nested(draw_depth: int):
+    """A hypothesis strategy of nested tuples of atoms, with now and then a list (tracked for good)."""
+    atoms = st.one_of(st.integers(), st.booleans(), st.none(), st.binary(max_size=3), st.text(max_size=3))
+    return st.recursive(atoms, lambda inner: st.one_of(st.tuples(inner, inner), st.lists(inner, max_size=3).map(tuple),
+                                                       st.lists(inner, max_size=2)), max_leaves=draw_depth)
+
+
+def _walkable(x) -> bool:
+    """The oracle: a tuple must stay tracked iff a list is somewhere inside it."""
+    if isinstance(x, list):
+        return True
+    return isinstance(x, tuple) and any(_walkable(v) for v in x)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@settings(max_examples=300, deadline=None)
+@given(_nested(24))
+def test_untrack_nested_untracks_exactly_the_tuples_of_atoms(value):
+    """``untrack_nested`` leaves the value as it was and untracks a tuple iff nothing inside it can
+    be in a reference cycle (no list at any depth); CPython alone never untracks a tuple of tuples."""
+    compiled = native.module()
+    copy = eval(repr(value))  # noqa: S307 - a fresh, equal object built from literals only
+    got = compiled.untrack_nested(value)
+    assert got is value and value == copy
+
+    def check(x):   # every tuple reached from the value through tuples only (lists are not entered)
+        if isinstance(x, tuple):
+            assert gc.is_tracked(x) == _walkable(x), x
+            for v in x:
+                check(v)
+    check(value)
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+def test_untrack_nested_on_two_fixed_values():
+    """The property test's two cases spelled out: a tuple of tuples of atoms leaves the collector
+    whole, one holding a list stays (its tuple items leave). Built at run time, not constants."""
+    n = len(sys.argv) + 1
+    whole = ((n, (n + 1, bytes(n))), (str(n), None))
+    mixed = ((n,), [n + 1])
+    gc.collect()
+    assert gc.is_tracked(whole) and gc.is_tracked(whole[0]), "CPython alone keeps a tuple of tuples tracked"
+    native.module().untrack_nested(whole)
+    native.module().untrack_nested(mixed)
+    assert not gc.is_tracked(whole) and not gc.is_tracked(whole[0]) and not gc.is_tracked(whole[0][1])
+    assert gc.is_tracked(mixed) and not gc.is_tracked(mixed[0]) and gc.is_tracked(mixed[1])
