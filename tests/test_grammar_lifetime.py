@@ -173,7 +173,7 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
         assert not walked, f"{name}: {len(walked)} of {len(objs)} still walked by the GC ({type(walked[0]).__name__})"
     narrow = g._builder._narrow_nfa
     assert narrow is None or isinstance(narrow, bytes)
-    if native.available():   # append-only per-set and per-state arrays: lists the GC does not walk
+    if native.module() is not None:   # append-only per-set and per-state arrays: lists the GC does not walk
         arrays = {"earley sets": [e.items, e.predictions, e.expected, e.accepting, e.waiting, e.core_by_terminal],
                   "lexer states": [dfa.alive, dfa.emit, dfa.term_sets, dfa.term_set_ignored],
                   "state classes": [g._rep_list]}
@@ -183,7 +183,7 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
             assert not walked, f"{name}: {len(walked)} of {len(objs)} arrays walked by the GC"
 
 
-@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@pytest.mark.skipif(native.module() is None, reason="the compiled module is not built or is off")
 def test_an_nfa_being_built_is_not_walked_by_the_cyclic_gc():
     """An NFA's per-state lists (ints and tuples of ints only) stay out of the cyclic GC while
     the automaton is built, natively added or spliced from the fragment store: tracked, a large
@@ -206,7 +206,7 @@ def test_an_nfa_being_built_is_not_walked_by_the_cyclic_gc():
             assert len(lists) > 2 * 200, len(lists)
             tracked = sum(map(gc.is_tracked, lists))
             assert tracked == (0 if on else len(lists)), (on, tracked, len(lists))
-            nfa.freeze()   # tuples of tuples: the collector alone never untracks the outer one
+            nfa.freeze()   # tuples of tuples: one collection alone does not untrack the outer one
             gc.collect()
             assert gc.is_tracked(nfa.edges) is not on and gc.is_tracked(nfa.eps) is not on
         finally:
@@ -214,10 +214,11 @@ def test_an_nfa_being_built_is_not_walked_by_the_cyclic_gc():
     assert built[True] == built[False]
 
 
+@pytest.mark.skipif(native.module() is None, reason="the compiled module is not built or is off")
 def test_the_fragment_store_is_not_walked_by_the_cyclic_gc(smollm2, monkeypatch):
     """The process-wide store of terminal fragments lives as long as the process, so every full
     collection would walk what it holds: its entries are plain tuples of atoms (untracked once the
-    collector has seen them), not dataclass instances (three tracked objects per fragment, thousands
+    compiled module), not dataclass instances (three tracked objects per fragment, thousands
     of fragments: half of a long-lived MaskBench worker's heap and most of a 10-25 ms full
     collection there). What it hands back is unchanged."""
     store = FragmentStore()
@@ -250,12 +251,13 @@ def _walkable(x) -> bool:
     return isinstance(x, tuple) and any(_walkable(v) for v in x)
 
 
-@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@pytest.mark.skipif(native.module() is None, reason="the compiled module is not built or is off")
 @settings(max_examples=300, deadline=None)
 @given(_nested(24))
 def test_untrack_nested_untracks_exactly_the_tuples_of_atoms(value):
     """``untrack_nested`` leaves the value as it was and untracks a tuple iff nothing inside it can
-    be in a reference cycle (no list at any depth); CPython alone never untracks a tuple of tuples."""
+    be in a reference cycle (no list at any depth); CPython alone untracks a tuple of tuples one
+    level per collection."""
     compiled = native.module()
     copy = eval(repr(value))  # noqa: S307 - a fresh, equal object built from literals only
     got = compiled.untrack_nested(value)
@@ -269,7 +271,7 @@ def test_untrack_nested_untracks_exactly_the_tuples_of_atoms(value):
     check(value)
 
 
-@pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
+@pytest.mark.skipif(native.module() is None, reason="the compiled module is not built or is off")
 def test_untrack_nested_on_two_fixed_values():
     """The property test's two cases spelled out: a tuple of tuples of atoms leaves the collector
     whole, one holding a list stays (its tuple items leave). Built at run time, not constants."""

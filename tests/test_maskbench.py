@@ -216,10 +216,22 @@ def test_a_warm_worker_warms_its_engine_up_before_the_first_schema_and_a_cold_on
              for i in range(2)]
     warm = run(RunConfig(files=files, out=str(tmp_path / "warm"), engines=["fake-accept"], progress=False,
                          plots=False))
-    assert warm["engines"]["fake-accept"]["passing"] == 2
+    assert warm["engines"]["fake-accept"]["passing"] == 2 and warm["run"]["warm_up"] == {"fake-accept": "done"}
+    assert "warm-up compile before the heap freeze: fake-accept done" in (tmp_path / "warm" / "report.md").read_text()
     cold = run(RunConfig(files=files, out=str(tmp_path / "cold"), engines=["fake-accept"], progress=False,
                          plots=False, fresh_workers=True))
-    assert cold["engines"]["fake-accept"]["compile_error"] == 2
+    assert cold["engines"]["fake-accept"]["compile_error"] == 2 and cold["run"]["warm_up"] == {"fake-accept": "off"}
+
+
+def test_a_worker_whose_warm_up_fails_still_serves_and_says_so(tmp_path):
+    """A warm-up that raises, or that kills the worker, costs no schema: the worker serves (started
+    again without the warm-up when it died) and the run records what happened."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {}, tests) for i in range(2)]
+    for engine, said in (("fake-warm-raises", "failed: RuntimeError"), ("fake-warm-dies", "failed at start-up")):
+        got = run(RunConfig(files=files, out=str(tmp_path / engine), engines=[engine], progress=False, plots=False))
+        assert got["engines"][engine]["passing"] == 2, (engine, got["engines"][engine])
+        assert got["run"]["warm_up"][engine].startswith(said), got["run"]["warm_up"]
 
 
 def test_worker_freezes_its_start_up_heap_unless_told_not_to(tmp_path):

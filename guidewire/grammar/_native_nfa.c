@@ -26,9 +26,9 @@
  *     Untracks from the cyclic collector every exact tuple in ``obj`` (nested up to 16 deep) whose
  *     items are all atoms (objects the collector never tracks: ints, bytes, str, None, ...) or such
  *     tuples, innermost first. CPython untracks a tuple of atoms when a collection walks it, but a
- *     tuple of tuples stays tracked for good: the collection reorders its list so the outer tuple
- *     is examined before its items are untracked (a frozen NFA or a stored fragment: one
- *     tracked tuple of thousands of references, walked by every full collection).
+ *     tuple of tuples only one nesting level per collection of its generation (the collection
+ *     examines the outer tuple before its items are untracked): a frozen NFA or a stored fragment
+ *     is one tracked tuple of thousands of references through its first full collections.
  *
  * fragment_facts(eps, edges, first, start, end, cap, count_states) -> (live, infinite, strings) | None
  *     fragments.analyse over states ``first ..`` of an NFA (sequences of sequences): None unless
@@ -176,32 +176,34 @@ PyObject *native_grow_states(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     (void)self;
     if (!PyArg_ParseTuple(args, "O!O!n", &PyList_Type, &eps, &PyList_Type, &edges, &n)) return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "grow_states: negative count");
+    if (n < 0 || n > ((Py_ssize_t)1 << 28)) {
+        PyErr_Format(PyExc_ValueError, "grow_states: count %zd out of range", n);
         return NULL;
     }
-    PyObject *outer[2] = {eps, edges};
-    for (int w = 0; w < 2; w++) {
-        PyObject *fresh = PyList_New(n);
-        if (!fresh) goto undo;
+    /* both runs of fresh lists first, so that a failed allocation leaves the NFA unchanged */
+    PyObject *fresh[2] = {PyList_New(n), PyList_New(n)};
+    if (!fresh[0] || !fresh[1]) goto fail;
+    for (int w = 0; w < 2; w++)
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *lst = PyList_New(0);
-            if (!lst) { Py_DECREF(fresh); goto undo; }
+            if (!lst) goto fail;
             PyObject_GC_UnTrack(lst);
-            PyList_SET_ITEM(fresh, i, lst);
+            PyList_SET_ITEM(fresh[w], i, lst);
         }
-        Py_ssize_t at = PyList_GET_SIZE(outer[w]);
-        int rc = PyList_SetSlice(outer[w], at, at, fresh);
-        Py_DECREF(fresh);
-        if (rc < 0) goto undo;
-        continue;
-    undo:
-        if (w == 1) PyList_SetSlice(eps, PyList_GET_SIZE(eps) - n, PyList_GET_SIZE(eps), NULL);
-        return NULL;
+    Py_ssize_t at = PyList_GET_SIZE(eps);
+    if (PyList_SetSlice(eps, at, at, fresh[0]) < 0) goto fail;
+    if (PyList_SetSlice(edges, PyList_GET_SIZE(edges), PyList_GET_SIZE(edges), fresh[1]) < 0) {
+        if (PyList_SetSlice(eps, at, PyList_GET_SIZE(eps), NULL) < 0)
+            Py_FatalError("grow_states: could not undo a half-grown NFA");
+        goto fail;
     }
+    Py_DECREF(fresh[0]); Py_DECREF(fresh[1]);
     if (PyObject_GC_IsTracked(eps)) PyObject_GC_UnTrack(eps);
     if (PyObject_GC_IsTracked(edges)) PyObject_GC_UnTrack(edges);
     Py_RETURN_NONE;
+fail:
+    Py_XDECREF(fresh[0]); Py_XDECREF(fresh[1]);
+    return NULL;
 }
 
 /* the fragment's moves in CSR form, relative ids: succ[soff[i] .. soff[i+1]-1] (epsilon targets

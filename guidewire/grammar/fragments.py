@@ -191,7 +191,7 @@ def _pack(item: StoredFragment) -> tuple:
     packed = (item.eps, item.edges, (f.start, f.end, f.has_lazy, f.nullable),
               (facts.live, facts.infinite, facts.strings), item.nbytes)
     compiled = native.module()
-    # the collector alone never untracks a tuple of tuples (see _native_nfa.c, untrack_nested)
+    # the collector alone untracks a tuple of tuples one level per collection (see untrack_nested)
     return packed if compiled is None else compiled.untrack_nested(packed)
 
 

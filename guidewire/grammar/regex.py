@@ -87,6 +87,8 @@ class NFA:
         lists) are untracked by the cyclic collector: they hold only ints and tuples of ints, and a
         large terminal's hundreds of thousands of tracked lists were walked by every full
         collection during its compile."""
+        if not isinstance(self.eps, list):
+            raise AttributeError("the NFA is frozen: no state can be added")
         compiled = native.module()
         if compiled is not None:
             compiled.grow_states(self.eps, self.edges, count)

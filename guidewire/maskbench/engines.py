@@ -99,6 +99,14 @@ class GuidewireEngine(Engine):
         """``compile_json_schema(schema, vocab)``; its matchers are used as they are."""
         return self._compile(schema, self._vocab)
 
+    def warm_up(self) -> None:
+        """The common warm-up, then the process-wide fragment store emptied: the first schema
+        builds its own terminals' automata, as it would have without a warm-up."""
+        from guidewire.grammar.fragments import STORE
+
+        super().warm_up()
+        STORE.clear()
+
     def version(self) -> str:
         """guidewire's package version."""
         from importlib.metadata import version
@@ -255,6 +263,8 @@ ENGINES: dict[str, str] = {
     "fake-reject": "guidewire.maskbench.fake:RejectAllEngine",
     "fake-sleep": "guidewire.maskbench.fake:SleepyEngine",
     "fake-oneshot": "guidewire.maskbench.fake:OneShotEngine",
+    "fake-warm-raises": "guidewire.maskbench.fake:WarmUpRaisesEngine",
+    "fake-warm-dies": "guidewire.maskbench.fake:WarmUpDiesEngine",
 }
 #: the real engines, in report order
 REAL_ENGINES = ("guidewire", "llguidance", "xgrammar")

@@ -105,6 +105,28 @@ class SleepyEngine(AcceptAllEngine):
         return _ConstCompiled(True)
 
 
+class WarmUpRaisesEngine(AcceptAllEngine):
+    """Accept-all whose warm-up raises (tests that a failed warm-up is reported, not fatal)."""
+
+    name = "fake-warm-raises"
+
+    def warm_up(self) -> None:
+        """Raise."""
+        raise RuntimeError("warm-up refused")
+
+
+class WarmUpDiesEngine(AcceptAllEngine):
+    """Accept-all whose warm-up kills its process (tests the restart without a warm-up)."""
+
+    name = "fake-warm-dies"
+
+    def warm_up(self) -> None:
+        """Exit the process at once, as a crash in native code would."""
+        import os
+
+        os._exit(70)
+
+
 class OneShotEngine(AcceptAllEngine):
     """Accept-all, but only the first compile in a process succeeds (tests ``--fresh-worker``)."""
 

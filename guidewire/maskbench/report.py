@@ -220,6 +220,8 @@ def render_report(summary: dict, records: list[dict], images: list[str]) -> str:
           f"EOS {info['eos_ids']}); engines: {versions}; serializations: {', '.join(info['serializations'])}; "
           f"timeout {info['timeout_s']:g}s, memory cap {info['memory_mb']} MiB, jobs {info['jobs']}; "
           f"wall time {info['wall_s']}s; processes: {info.get('process', 'one worker per engine (warm)')}"
+          + (f"; warm-up compile before the heap freeze: "
+             + ", ".join(f"{e} {info['warm_up'].get(e, 'off')}" for e in engines) if info.get("warm_up") else "")
           + (f"; a seeded sample of {info['sample']} files (seed {info.get('seed', 0)})" if info.get("sample") else "")
           + ".\n",
           f"{TIMING_NOTE}" + (" **This run used more than one job: treat the timings as rough.**"

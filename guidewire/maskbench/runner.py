@@ -83,6 +83,10 @@ class _Pool:
             ws[0].ensure_started()
         return {e: ws[0].version for e, ws in self.workers.items()}
 
+    def warm_states(self) -> dict[str, str]:
+        """How each engine's first worker's warm-up went (``done``, ``off``, ``failed: ...``)."""
+        return {e: ws[0].warm_state for e, ws in self.workers.items()}
+
     def idle_worker(self, engine: str) -> Worker:
         """An idle worker of ``engine``, created when all existing ones are busy."""
         for w in self.workers[engine]:
@@ -244,6 +248,7 @@ def run(cfg: RunConfig) -> dict:
     interrupted = False
     try:
         versions = pool.start()
+        warm_states = pool.warm_states()
         bar = None
         if cfg.progress:
             from tqdm import tqdm
@@ -266,7 +271,7 @@ def run(cfg: RunConfig) -> dict:
             "files": len(run_state.files), "timeout_s": cfg.timeout, "memory_mb": cfg.memory_mb,
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
             "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
-            "gc_freeze": cfg.freeze_heap, "warm_up_compile": not cfg.fresh_workers,
+            "gc_freeze": cfg.freeze_heap, "warm_up": warm_states,
             "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}

@@ -61,7 +61,9 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
     collected, and their collections still counted in its timings. ``warm_up`` is off in the
     cold-process mode, whose first compile must pay for what a warm-up would have done.
 
-    A request is ``(schema, instances)``; the reply is ``("result", record)``; ``None`` ends.
+    The ready message carries the engine's version and how its warm-up went (``done``, ``off`` or
+    ``failed: ...``). A request is ``(schema, instances)``; the reply is ``("result", record)``;
+    ``None`` ends.
     Engine output goes to ``log_dir/<engine>-<pid>.log`` when ``log_dir`` is given.
     """
     _redirect_output(log_dir, engine_name)
@@ -74,15 +76,18 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
         from .evaluate import evaluate_schema
 
         engine = build_engine(engine_name, ctx)
+        warm = "off"
         if warm_up:
             try:
                 engine.warm_up()
-            except Exception as exc:  # noqa: BLE001 - a warm-up is no result: said in the log, not fatal
-                print(f"maskbench: {engine_name} warm-up failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                warm = "done"
+            except Exception as exc:  # noqa: BLE001 - a warm-up is no result: reported, not fatal
+                warm = f"failed: {type(exc).__name__}: {exc}"[:300]
+                print(f"maskbench: {engine_name} warm-up {warm}", file=sys.stderr)
         if freeze_heap:
             gc.collect()
             gc.freeze()
-        conn.send(("ready", engine.version()))
+        conn.send(("ready", (engine.version(), warm)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent
         conn.send(("init_error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
         return
@@ -106,6 +111,7 @@ class Worker:
         self.log_dir = log_dir
         self.freeze_heap = freeze_heap
         self.warm_up = warm_up
+        self.warm_state = "off"    # how the last start's warm-up went (see worker_main)
         self.engine_name = engine_name
         self.ctx = ctx
         self.memory_mb = memory_mb
@@ -121,9 +127,21 @@ class Worker:
         return self.proc is not None and self.proc.is_alive()
 
     def ensure_started(self) -> None:
-        """Start the process if needed and wait for its engine to be built."""
+        """Start the process if needed and wait for its engine to be built. A worker that cannot
+        start with its warm-up (it crashed, hung or failed there) is started once more without
+        one, and that is what :attr:`warm_state` says."""
         if self.alive:
             return
+        try:
+            self._start()
+        except WorkerStartError as exc:
+            if not self.warm_up:
+                raise
+            self.warm_up = False
+            self._start()
+            self.warm_state = f"failed at start-up ({exc}); started without"[:300]
+
+    def _start(self) -> None:
         self.close()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
@@ -144,7 +162,7 @@ class Worker:
         if kind != "ready":
             self.kill()
             raise WorkerStartError(f"engine {self.engine_name!r} failed to start: {payload}")
-        self.version = payload
+        self.version, self.warm_state = payload
 
     def submit(self, task, schema, instances, timeout_s: float) -> None:
         """Send one schema; the answer is due before ``timeout_s`` seconds from now."""
