@@ -194,9 +194,9 @@ def test_fragment_store_is_bounded_in_bytes():
     store = FragmentStore(max_states=10**9, max_fragment_states=10**9, max_bytes=a.nbytes + c.nbytes + 1)
     store.put("a", a)
     store.put("b", b)
-    assert store.get("a") is a
+    assert store.get("a") == a
     store.put("c", c)
-    assert store.get("b") is None and store.get("a") is a and store.get("c") is c
+    assert store.get("b") is None and store.get("a") == a and store.get("c") == c
     assert store.n_bytes == a.nbytes + c.nbytes <= store.max_bytes
     store.put("huge", stored(r"\w{2,40}"))   # alone over the bound: never stored
     assert store.get("huge") is None and store.n_bytes <= store.max_bytes
