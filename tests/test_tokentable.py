@@ -561,12 +561,15 @@ def test_rows_are_built_ahead_only_far_from_the_limits(smollm2, monkeypatch):
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2, 15, 22])
 def test_compiled_build_ahead_builds_the_rows_of_the_numpy_layers(smollm2, monkeypatch, seed):
     """``_build_ahead`` in C (``ahead``: rounds up to the next rows not built) and in numpy (a
-    pass per byte) from the same stopped tokens on two copies of a lazily built product lexer:
-    the same lexer states and rows are built (numbered in another order), and the same states are
-    handed to the mirror."""
+    pass per byte) from the same stopped tokens on two copies of a lazily built product lexer.
+    Building ahead is a prefetch, and the two orders see rows that other tokens built at different
+    times, so a token may stop at ``BUILD_AHEAD_IDLE`` in one and not the other (the built sets
+    differ by a few states for seeds 15 and 22). What must hold: the rows the tokens stopped at
+    are built, every state handed to the mirror has its row, most rows are built by both, and a
+    state built by both has the same row (targets compared by their NFA sets)."""
     from guidewire.grammar import compile_json_schema, compiled
     from guidewire.grammar.vocabindex import vocab_layout
 
@@ -587,11 +590,16 @@ def test_compiled_build_ahead_builds_the_rows_of_the_numpy_layers(smollm2, monke
         ptr = lay.starts.take(toks).astype(np.int64)
         got = builder._build_ahead(state, ptr, np.zeros(toks.size, dtype=np.int64),
                                    native.module() if use_c else None)
+        assert dfa.row_done[q0] and all(dfa.row_done[s] for s in set(got.tolist())), use_c
         key = dfa.nfa_states      # states are numbered in the order rows are built: compare their NFA sets
-        built = {key(s) for s in range(1, dfa.n_states) if dfa.row_done[s]}
-        runs.append((dfa.n_states, built, {key(s) for s in got.tolist()}))
-    assert runs[0] == runs[1]
-    assert len(runs[0][1]) > 50        # rows were really built ahead
+        rows = {key(s): tuple(key(int(t)) if t > DEAD else int(t) for t in dfa.trans[s])
+                for s in range(1, dfa.n_states) if dfa.row_done[s]}
+        runs.append(rows)
+    common = runs[0].keys() & runs[1].keys()
+    assert len(common) > 50, len(common)        # rows were really built ahead, by both
+    assert len(common) >= 0.9 * max(len(runs[0]), len(runs[1])), (len(common), len(runs[0]), len(runs[1]))
+    differ = [k for k in common if runs[0][k] != runs[1][k]]
+    assert not differ, f"{len(differ)} states built by both have different rows"
 
 
 @pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
