@@ -73,9 +73,13 @@ class _Pool:
     def __init__(self, engines: list[str], ctx: EngineContext, cfg: RunConfig):
         self.cfg = cfg
         self.log_dir = os.path.join(cfg.out, "logs")
-        self.workers = {e: [Worker(e, ctx, cfg.memory_mb, self.log_dir, cfg.freeze_heap, not cfg.fresh_workers)]
-                        for e in engines}
         self.ctx = ctx
+        self.workers = {e: [self._new_worker(e)] for e in engines}
+
+    def _new_worker(self, engine: str) -> Worker:
+        # a warm-up before the heap freeze, except in the cold-process mode
+        return Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap,
+                      warm_up=not self.cfg.fresh_workers)
 
     def start(self) -> dict[str, str]:
         """Start one worker per engine (fails fast on an engine that cannot be built)."""
@@ -92,7 +96,7 @@ class _Pool:
         for w in self.workers[engine]:
             if w.busy_with is None:
                 return w
-        w = Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap, not self.cfg.fresh_workers)
+        w = self._new_worker(engine)
         self.workers[engine].append(w)
         return w
 

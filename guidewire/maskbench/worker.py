@@ -51,7 +51,7 @@ def _redirect_output(log_dir: str | None, engine_name: str) -> None:
 
 def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_mb: int,
                 log_dir: str | None = None, freeze_heap: bool = True, warm_up: bool = True) -> None:
-    """Worker loop: build the engine, send ``("ready", version)``, then serve requests.
+    """Worker loop: build the engine, send ``("ready", (version, warm-up state))``, then serve requests.
 
     With ``freeze_heap`` the start-up heap (the tokenizer, torch and transformers imports: ~215k
     objects) is frozen out of CPython's full collections once the engine is built and warmed up
