@@ -82,7 +82,7 @@ PREFIXES = [
 
 def _spy(monkeypatch):
     """Count the trie path's outcomes (built, fell back) and the walks it took."""
-    seen = {"built": 0, "fell_back": 0, "walks": 0, "from_shadow": 0}
+    seen = {"built": 0, "fell_back": 0, "walks": 0, "from_shadow": 0, "resumed": 0, "frontier_full": 0}
     original = tabletrie.TrieTables._trie_table
     compiled = native.module()
 
@@ -99,7 +99,10 @@ def _spy(monkeypatch):
 
         def trie_walk(self, *args):
             seen["walks"] += 1
-            return compiled.trie_walk(*args)
+            seen["resumed"] += args[20] > 0     # n_front_in: walked below a frontier only
+            out = compiled.trie_walk(*args)
+            seen["frontier_full"] += out[0] == -2
+            return out
 
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", spy)
     monkeypatch.setattr(native, "_compiled", Counting())
@@ -155,6 +158,7 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
     import guidewire.grammar.tabletuning as tt
 
     monkeypatch.setattr(tt, "TRIE_NODES", budget)
+    monkeypatch.setattr(tt, "TRIE_SLICED_NODES", max(budget, 3))
     original = tabletrie.TrieTables._trie_table
     outcomes = {"built": 0, "fell_back": 0}
 
@@ -181,16 +185,20 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
 
 
 @needs_native
-@pytest.mark.parametrize("ref_rows", [32, 0], ids=["references-wait", "references-stop"])
-def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows):
-    """With a lexer built row by row, the walk stops at rows not made yet, asks for them and walks
-    again; a reference walk's rows are made only up to ``TRIE_REF_ROWS`` (0: a reference stops at
-    its first row not made). The tables still read every token as the slow walk does."""
+@pytest.mark.parametrize("ref_rows,slots", [(32, 65536), (0, 65536), (32, 1)],
+                         ids=["references-wait", "references-stop", "frontier-full"])
+def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows, slots):
+    """With a lexer built row by row, the walk leaves the subtrees that reach rows not made yet on a
+    frontier, asks for the rows and walks on below the frontier only; a reference walk's rows are
+    made only up to ``TRIE_REF_ROWS`` (0: a reference stops at its first row not made); a frontier
+    too small for the subtrees waiting (one slot) makes the rows of those it holds and walks again
+    from the state. The tables still read every token as the slow walk does."""
     import guidewire.grammar.tabletuning as tt
     from guidewire.grammar import compiled as compiled_grammar
 
     monkeypatch.setattr(compiled_grammar, "EAGER_LEXER_STATES", 1)
     monkeypatch.setattr(tt, "TRIE_REF_ROWS", ref_rows)
+    monkeypatch.setattr(tabletrie, "_FRONT_SLOTS", slots)
     seen = _spy(monkeypatch)
     g = compile_json_schema(SCHEMAS[0], smollm2)
     builder = g._builder
@@ -202,6 +210,10 @@ def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows
         state = g.step_bytes(g.earley.initial, START, prefix)
         check_state(builder, state[1], tokens)
     assert seen["built"] >= 2 and seen["walks"] > seen["built"], seen   # some walk went round again
+    if slots > 1:
+        assert seen["resumed"] >= 1 and not seen["frontier_full"], seen     # ... below its frontier
+    else:
+        assert seen["frontier_full"] >= 1, seen
 
 
 @needs_native
@@ -216,14 +228,17 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
     alive = np.full(n_states, -1, dtype=np.int64)
     first = np.ones(256, dtype=np.uint8)
     buf = np.empty(16, dtype=np.int64)
-    miss = np.empty(4, dtype=np.int64)
+    width = 5                       # a frontier entry without references
+    front = np.empty(8 * width, dtype=np.int64)
+    pool = np.empty(2 * trie.max_depth, dtype=np.int64)
     walk = native.module().trie_walk
 
     def call(**kw):
         args = dict(byte=trie.node_byte, depth=trie.node_depth, end=trie.node_end, ntok=trie.node_tok,
                     toks=trie.toks, maxd=trie.max_depth, ext=ext, copied=copied, emit=emit, alive=alive, q=2,
                     refs=np.zeros(0, dtype=np.int64), first=first, inh=np.zeros((0, words), dtype=np.int32),
-                    words=words, gid=buf, tok=buf.copy(), miss=miss, budget=10**6, wait=True)
+                    words=words, gid=buf, tok=buf.copy(), n0=0, fin=np.empty(0, dtype=np.int64),
+                    lin=np.empty(0, dtype=np.int64), n_fin=0, fout=front, lout=pool, budget=10**6, wait=True)
         args.update(kw)
         return walk(*args.values())
 
@@ -237,6 +252,29 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
     deeper = ext.copy()
     deeper[2 * 257 + ord("a")] = 3  # "a" lives on: its subtree is walked
     assert call(ext=deeper)[4] > 1
+    unmade = copied.copy()
+    unmade[3] = 0                   # the row of "a"'s state is not made: its subtree waits on the frontier
+    status, _n, n_front, _n_lex, _nodes, _groups = call(ext=deeper, copied=unmade)
+    assert status == 0 and n_front == 1
+    entry = front[:width].copy()
+    assert entry[2] == 3 and entry[1] == 1
+    assert call(ext=deeper, fin=entry, n_fin=1)[4] > 0      # resumed below it, once the row is there
+    with pytest.raises(ValueError):
+        call(ext=deeper, fin=entry, n_fin=2)        # more entries than the array holds
+    broken = entry.copy()
+    broken[1] = 2                   # a depth that is not the node's
+    with pytest.raises(ValueError):
+        call(ext=deeper, fin=broken, n_fin=1)
+    with pytest.raises(ValueError):
+        call(fout=np.empty(width - 1, dtype=np.int64))      # no room for one entry
+    with pytest.raises(ValueError):
+        call(lout=np.empty(2, dtype=np.int64))      # nor for one entry's lexemes
+    far = entry.copy()
+    far[3], far[4] = 1, 0           # a lexeme past the pool given
+    with pytest.raises(ValueError):
+        call(ext=deeper, fin=far, n_fin=1)
+    with pytest.raises(ValueError):
+        call(n0=buf.size + 1)
     with pytest.raises(ValueError):
         call(ext=deeper, maxd=1)    # nodes deeper than max_depth
     bad = ext.copy()
@@ -338,8 +376,8 @@ def _slice_spy(monkeypatch):
     walk = tabletrie.TrieTables._trie_walk
     table = tabletrie.TrieTables._trie_table
 
-    def spy_walk(self, compiled, trie, q, refs, first, sliced):
-        out = walk(self, compiled, trie, q, refs, first, sliced)
+    def spy_walk(self, compiled, trie, q, refs, first, sliced, budget):
+        out = walk(self, compiled, trie, q, refs, first, sliced, budget)
         if sliced is not None:
             seen["sliced" if out is not None else "sliced_fell_back"] += 1
         return out
@@ -375,9 +413,12 @@ def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypat
         assert state is not None, prefix
         check_state(builder, state[1], tokens)
         states += 1
-    assert states == len(SLICED_PREFIXES)
+    hubs = [int(h) for h in np.flatnonzero(builder.hub >= 0) if h != START and builder._copied[h]][:3]
+    for h in hubs:      # the hubs the key and string states walk through (the key string's body)
+        check_state(builder, h, tokens)
+    assert states == len(SLICED_PREFIXES) and hubs
     assert seen["sliced"] >= 4 and seen["sliced"] > seen["sliced_fell_back"], seen
-    assert seen["hubs"] >= 1, seen     # the key string's hub, read by the key states that inherit from it
+    assert seen["hubs"] >= 1, seen     # a hub's table by the sliced walk
 
 
 @needs_native

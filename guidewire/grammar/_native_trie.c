@@ -2,8 +2,9 @@
  *
  * trie_walk(node_byte, node_depth, node_end, node_tok, toks, max_depth,
  *           ext, copied, emit, alive_id, q, refs, first, inh, words,
- *           gid, tok, miss, budget, wait_refs[, member, member_prefix, chars, subtree_chars, limit])
- *     -> (status, n_tok, n_miss, n_rmiss, nodes, groups)
+ *           gid, tok, n0, front_in, lex_in, n_front_in, front_out, lex_out, budget, wait_refs
+ *           [, member, member_prefix, chars, subtree_chars, limit])
+ *     -> (status, n_tok, n_front, n_lex, nodes, groups)
  *
  * The vocabulary's ordinary tokens as a trie in preorder (tabletrie.TokenTrie): node k holds
  * byte node_byte[k] at depth node_depth[k] (1 for a first byte), its subtree is k..node_end[k]-1,
@@ -20,13 +21,19 @@
  * group id by (lexemes completed, alive-set id of its final state); tok[i] / gid[i] list them.
  * groups is the list of (lexemes tuple, alive id) in group order.
  *
- * A state whose transition row is not in the mirror (copied[s] false) cannot be walked: its
- * subtree is skipped and s listed at the front of miss (n_miss of them; any n_miss > 0 means the
- * walk is incomplete); the caller makes those rows and walks again. A reference walk that reaches
- * such a state is listed from the back of miss (n_rmiss) and its subtree skipped too when
- * wait_refs is set; otherwise that reference just stops being walked there (a reference only
- * saves work, so the walk is complete and exact without it). status -1: more than ``budget`` nodes, or more walked tokens than tok holds
- * (the caller falls back to the vectorised walk). nodes: the nodes visited.
+ * A state whose transition row is not in the mirror (copied[s] false) cannot be walked: the node
+ * that reaches it is put on the frontier (front_out, n_front entries of 5 + len(refs) int64: node,
+ * depth, state, lexeme count, where the lexemes completed on the way start in lex_out (n_lex used),
+ * the reference states there) and its subtree skipped; any n_front > 0 means the walk is incomplete.
+ * The caller makes those rows and calls again with the frontier as front_in / lex_in (n_front_in entries):
+ * the walk then resumes below each frontier node, not from q, appending to tok/gid from n0 (group ids
+ * are numbered afresh by each call: the caller maps them), so a lazily built lexer costs one walk of
+ * the trie in all, not one per round of rows. A reference walk that reaches a missing row puts its
+ * node on the frontier too when wait_refs is set; otherwise that reference just stops being walked
+ * there (a reference only saves work, so the walk is complete and exact without it). status -1: more
+ * than ``budget`` nodes, or more walked tokens than tok holds (the caller falls back to the
+ * vectorised walk); -2: the frontier or its lexeme pool is full (the caller makes the rows of the
+ * entries listed and walks again from q). nodes: the nodes visited by this call.
  *
  * A UTF-8 slice (optional, tabletrie.TrieSlice): the tokens of trie position i with member[i] set
  * and chars[i] < limit read from q along a chain of states and are answered by the slice's rows:
@@ -181,120 +188,73 @@ static int inherit_subtree(uint32_t *row, const int64_t *toks, int32_t lo, int32
     return 0;
 }
 
-PyObject *native_trie_walk(PyObject *self, PyObject *args) {
-    PyObject *o_byte, *o_depth, *o_end, *o_ntok, *o_toks, *o_ext, *o_copied, *o_emit, *o_alive;
-    PyObject *o_refs, *o_first, *o_inh, *o_gid, *o_tok, *o_miss;
-    PyObject *o_member = Py_None, *o_mps = Py_None, *o_chars = Py_None, *o_subc = Py_None;
-    Py_ssize_t max_depth, words, budget;
-    long long q, limit = 0;
-    int wait_refs;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOOnp|OOOOL", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks, &max_depth,
-                          &o_ext, &o_copied, &o_emit, &o_alive, &q, &o_refs, &o_first, &o_inh, &words,
-                          &o_gid, &o_tok, &o_miss, &budget, &wait_refs, &o_member, &o_mps, &o_chars, &o_subc,
-                          &limit))
-        return NULL;
-    Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
-    Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, miss = {0};
-    Buf member = {0}, mps = {0}, chars = {0}, subc = {0};
-    Slice slc = {NULL, NULL, NULL, NULL, 0};
+/* One walk's arrays and running state (see trie_walk). */
+typedef struct {
+    const uint8_t *BYTE, *COPIED, *FIRST;
+    const int32_t *DEPTH, *END, *NTOK;
+    const int64_t *TOKS, *EXT, *EMIT, *ALIVE;
+    uint32_t *INH;
+    int64_t *GID, *TOK, *FOUT, *LOUT;
+    Py_ssize_t N, n_states, R, words, cap, max_depth, W, fcap, lcap, n_lex;
+    Slice slc;
     Groups groups;
-    memset(&groups, 0, sizeof(groups));   /* groups_free is safe on it from here on */
-    int64_t *st = NULL, *nl = NULL, *rs = NULL, *lexbuf = NULL;
-    PyObject *result = NULL;
-    if (get_buf(o_byte, &nbyte, "node_byte", 1, 0) || get_buf(o_depth, &ndepth, "node_depth", 4, 0) ||
-        get_buf(o_end, &nend, "node_end", 4, 0) || get_buf(o_ntok, &ntok, "node_tok", 4, 0) ||
-        get_buf(o_toks, &toks, "toks", 8, 0) || get_buf(o_ext, &ext, "ext", 8, 0) ||
-        get_buf(o_copied, &copied, "copied", 1, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
-        get_buf(o_alive, &alive, "alive_id", 8, 0) || get_buf(o_refs, &refs, "refs", 8, 0) ||
-        get_buf(o_first, &first, "first", 1, 0) || get_buf(o_inh, &inh, "inh", 4, 1) ||
-        get_buf(o_gid, &gid, "gid", 8, 1) || get_buf(o_tok, &tok, "tok", 8, 1) || get_buf(o_miss, &miss, "miss", 8, 1))
-        goto done;
-    if (o_member != Py_None &&
-        (get_buf(o_member, &member, "member", 1, 0) || get_buf(o_mps, &mps, "member_prefix", 4, 0) ||
-         get_buf(o_chars, &chars, "chars", 4, 0) || get_buf(o_subc, &subc, "subtree_chars", 4, 0)))
-        goto done;
-    Py_ssize_t N = LEN(nbyte, 1), n_toks = LEN(toks, 8), R = LEN(refs, 8);
-    Py_ssize_t n_states = LEN(ext, 8) / T_ROW;
-    if (LEN(copied, 1) < n_states) n_states = LEN(copied, 1);
-    if (LEN(emit, 8) < n_states) n_states = LEN(emit, 8);
-    if (LEN(alive, 8) < n_states) n_states = LEN(alive, 8);
-    Py_ssize_t cap = LEN(tok, 8), mcap = LEN(miss, 8);
-    if (LEN(ntok, 4) != N + 1) {
-        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
-        goto done;
-    }
-    if (LEN(ndepth, 4) != N || LEN(nend, 4) != N || LEN(ntok, 4) != N + 1 || LEN(first, 1) != 256 ||
-        LEN(gid, 8) != cap || words <= 0 || LEN(inh, 4) != R * words || max_depth < 0 || mcap < 1) {
-        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
-        goto done;
-    }
-    if (q <= T_DEAD || q >= n_states || n_states <= T_START) {
-        PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", q);
-        goto done;
-    }
-    if (o_member != Py_None) {
-        if (LEN(member, 1) != n_toks || LEN(mps, 4) != n_toks + 1 || LEN(chars, 4) != n_toks || LEN(subc, 4) != N) {
-            PyErr_SetString(PyExc_ValueError, "trie_walk: slice array sizes do not match");
-            goto done;
-        }
-        slc.member = member.view.buf;
-        slc.mps = mps.view.buf;
-        slc.chars = chars.view.buf;
-        slc.subc = subc.view.buf;
-        slc.limit = limit;
-    }
-    const uint8_t *BYTE = nbyte.view.buf, *COPIED = copied.view.buf, *FIRST = first.view.buf;
-    const int32_t *DEPTH = ndepth.view.buf, *END = nend.view.buf, *NTOK = ntok.view.buf;
-    const int64_t *TOKS = toks.view.buf, *EXT = ext.view.buf, *EMIT = emit.view.buf, *ALIVE = alive.view.buf;
-    const int64_t *REFS = refs.view.buf;
-    uint32_t *INH = inh.view.buf;
-    int64_t *GID = gid.view.buf, *TOK = tok.view.buf, *MISS = miss.view.buf;
-    if (NTOK[0] != 0 || NTOK[N] != n_toks) {
-        PyErr_SetString(PyExc_ValueError, "trie_walk: node_tok does not cover toks");
-        goto done;
-    }
-    for (Py_ssize_t r = 0; r < R; r++) {
-        if (REFS[r] <= T_DEAD || REFS[r] >= n_states || !COPIED[REFS[r]]) {
-            PyErr_Format(PyExc_ValueError, "trie_walk: reference state %lld is out of range or not mirrored",
-                         (long long)REFS[r]);
-            goto done;
+    int64_t *st, *nl, *rs, *lexbuf;
+    Py_ssize_t n_out, n_front, nodes, budget;
+    int wait_refs, status;
+} Walk;
+
+/* whether node k (depth d, reached in state ns, reference states here[]) must wait for rows not in
+ * the mirror; a reference whose row is missing stops there instead unless wait_refs */
+static int walk_blocked(Walk *w, int64_t ns, int64_t *here) {
+    int blocked = !w->COPIED[ns];
+    for (Py_ssize_t r = 0; r < w->R; r++) {
+        if (here[r] >= 0 && !w->COPIED[here[r]]) {
+            if (!w->wait_refs) { here[r] = -1; continue; }   /* the reference stops here (exact either way) */
+            blocked = 1;
         }
     }
-    if (!COPIED[q] || !COPIED[T_START]) {
-        PyErr_SetString(PyExc_ValueError, "trie_walk: the rows of q and START must be mirrored");
-        goto done;
-    }
-    Py_ssize_t levels = max_depth + 1;
-    st = malloc(levels * sizeof(int64_t));
-    nl = malloc(levels * sizeof(int64_t));
-    lexbuf = malloc(levels * sizeof(int64_t));
-    rs = malloc((levels * (R > 0 ? R : 1)) * sizeof(int64_t));
-    if (!st || !nl || !lexbuf || !rs || groups_init(&groups)) { PyErr_NoMemory(); goto done; }
-    st[0] = q;
-    nl[0] = 0;
-    for (Py_ssize_t r = 0; r < R; r++) rs[r] = REFS[r];
-    Py_ssize_t n_out = 0, n_miss = 0, n_rmiss = 0, nodes = 0;
-    int status = 0;
-    Py_ssize_t k = 0;
-    while (k < N) {
+    return blocked;
+}
+
+/* list node k's subtree (below k) on the frontier: [k, d, ns, l, offset of its l lexemes in the
+ * lexeme pool, reference states (R)]; 0, or -1 with status -2 when the frontier or pool is full */
+static int walk_defer(Walk *w, Py_ssize_t k, int32_t d, int64_t ns, int64_t l, const int64_t *here) {
+    if (w->n_front == w->fcap || w->n_lex + l > w->lcap) { w->status = -2; return -1; }
+    int64_t *e = w->FOUT + w->n_front++ * w->W;
+    e[0] = k; e[1] = d; e[2] = ns; e[3] = l; e[4] = w->n_lex;
+    if (l) memcpy(w->LOUT + w->n_lex, w->lexbuf, (size_t)l * sizeof(int64_t));
+    w->n_lex += l;
+    if (w->R) memcpy(e + 5, here, (size_t)w->R * sizeof(int64_t));
+    return 0;
+}
+
+/* walk nodes k..end-1 (a whole trie, or the subtree below a frontier node whose depth's st/nl/rs are
+ * set); 0, -1 with w->status set (budget, room), -2 with a Python error */
+static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end) {
+    const uint8_t *BYTE = w->BYTE, *FIRST = w->FIRST;
+    const int32_t *DEPTH = w->DEPTH, *END = w->END, *NTOK = w->NTOK;
+    const int64_t *TOKS = w->TOKS, *EXT = w->EXT, *EMIT = w->EMIT, *ALIVE = w->ALIVE;
+    const Slice *slc = &w->slc;
+    Py_ssize_t R = w->R, n_states = w->n_states, words = w->words;
+    int64_t *st = w->st, *nl = w->nl, *rs = w->rs, *lexbuf = w->lexbuf;
+    while (k < end) {
         int32_t d = DEPTH[k];
         int b = BYTE[k];
         Py_ssize_t stop = END[k];
-        if (d < 1 || d > max_depth || stop <= k || stop > N) {
+        if (d < 1 || d > w->max_depth || stop <= k || stop > end) {
             PyErr_Format(PyExc_ValueError, "trie_walk: node %zd is malformed", k);
-            goto done;
+            return -2;
         }
         if (d == 1 && !FIRST[b]) { k = stop; continue; }
-        if (slc.member && slc.subc[k] < slc.limit && slc.mps[NTOK[stop]] == slc.mps[NTOK[k]])
+        if (slc->member && slc->subc[k] < slc->limit && slc->mps[NTOK[stop]] == slc->mps[NTOK[k]])
             { k = stop; continue; }   /* every token below is the slice's */
-        if (++nodes > budget) { status = -1; break; }
+        if (++w->nodes > w->budget) { w->status = -1; return -1; }
         int64_t s = st[d - 1], l = nl[d - 1];
         int64_t ns = EXT[s * T_ROW + b];
         int64_t *up = rs + (Py_ssize_t)(d - 1) * R, *here = rs + (Py_ssize_t)d * R;
         if (ns < 0 || ns >= n_states) {
             PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)ns);
-            goto done;
+            return -2;
         }
         if (ns == T_DEAD) {   /* the byte ends the lexeme of s (if it can end) and starts a new one */
             int64_t e = EMIT[s];
@@ -303,7 +263,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
             if (ns == T_DEAD) { k = stop; continue; }
             if (ns < 0 || ns >= n_states) {
                 PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)ns);
-                goto done;
+                return -2;
             }
             /* a reference whose lexeme ends at this same byte with the same terminals restarts
              * at START with it too: every token below reads the same from both */
@@ -313,7 +273,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
                 if (p >= 0 && EXT[p * T_ROW + b] == T_DEAD && EMIT[p] == e) met = r;
             }
             if (met >= 0) {
-                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words, &slc) < 0) goto done;
+                if (inherit_subtree(w->INH + met * words, TOKS, NTOK[k], NTOK[stop], words, slc) < 0) return -2;
                 k = stop;
                 continue;
             }
@@ -328,52 +288,178 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
                 if (x == ns) { met = r; break; }
                 if (x < 0 || x >= n_states) {
                     PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", (long long)x);
-                    goto done;
+                    return -2;
                 }
                 here[r] = x == T_DEAD ? -1 : x;   /* the reference's lexeme ended or died: it cannot meet */
             }
             if (met >= 0) {   /* the rest of every token below reads as from refs[met] */
-                if (inherit_subtree(INH + met * words, TOKS, NTOK[k], NTOK[stop], words, &slc) < 0) goto done;
+                if (inherit_subtree(w->INH + met * words, TOKS, NTOK[k], NTOK[stop], words, slc) < 0) return -2;
                 k = stop;
                 continue;
             }
         }
         int64_t a = ALIVE[ns];
         if (a >= 0 && NTOK[k + 1] > NTOK[k]) {   /* tokens that end here, alive */
-            int64_t g = group_of(&groups, lexbuf, l, a);
-            if (g < 0) { PyErr_NoMemory(); goto done; }
+            int64_t g = group_of(&w->groups, lexbuf, l, a);
+            if (g < 0) { PyErr_NoMemory(); return -2; }
             for (int32_t i = NTOK[k]; i < NTOK[k + 1]; i++) {
-                if (sliced(&slc, i)) continue;
-                if (n_out == cap) { status = -1; break; }
-                TOK[n_out] = TOKS[i];
-                GID[n_out++] = g;
+                if (sliced(slc, i)) continue;
+                if (w->n_out == w->cap) { w->status = -1; return -1; }
+                w->TOK[w->n_out] = TOKS[i];
+                w->GID[w->n_out++] = g;
             }
-            if (status < 0) break;
         }
         if (stop == k + 1) { k = stop; continue; }   /* no children */
-        int blocked = !COPIED[ns];
-        if (blocked && n_miss + n_rmiss < mcap) MISS[n_miss++] = ns;
-        for (Py_ssize_t r = 0; r < R; r++) {
-            if (here[r] >= 0 && !COPIED[here[r]]) {
-                if (!wait_refs) { here[r] = -1; continue; }   /* the reference stops here (exact either way) */
-                if (n_miss + n_rmiss < mcap) MISS[mcap - 1 - n_rmiss++] = here[r];
-                blocked = 1;
-            }
+        if (walk_blocked(w, ns, here)) {   /* the subtree waits for its rows: on the frontier */
+            if (walk_defer(w, k, d, ns, l, here) < 0) return -1;
+            k = stop;
+            continue;
         }
-        if (blocked) { k = stop; continue; }
         st[d] = ns;
         nl[d] = l;
         k++;
     }
-    PyObject *glist = groups_list(&groups);
+    return 0;
+}
+
+PyObject *native_trie_walk(PyObject *self, PyObject *args) {
+    PyObject *o_byte, *o_depth, *o_end, *o_ntok, *o_toks, *o_ext, *o_copied, *o_emit, *o_alive;
+    PyObject *o_refs, *o_first, *o_inh, *o_gid, *o_tok, *o_fin, *o_lin, *o_fout, *o_lout;
+    PyObject *o_member = Py_None, *o_mps = Py_None, *o_chars = Py_None, *o_subc = Py_None;
+    Py_ssize_t max_depth, words, budget, n0, n_fin;
+    long long q, limit = 0;
+    int wait_refs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOnOOOOLOOOnOOnOOnOOnp|OOOOL", &o_byte, &o_depth, &o_end, &o_ntok, &o_toks,
+                          &max_depth, &o_ext, &o_copied, &o_emit, &o_alive, &q, &o_refs, &o_first, &o_inh, &words,
+                          &o_gid, &o_tok, &n0, &o_fin, &o_lin, &n_fin, &o_fout, &o_lout, &budget, &wait_refs,
+                          &o_member, &o_mps, &o_chars, &o_subc, &limit))
+        return NULL;
+    Buf nbyte = {0}, ndepth = {0}, nend = {0}, ntok = {0}, toks = {0}, ext = {0}, copied = {0}, emit = {0};
+    Buf alive = {0}, refs = {0}, first = {0}, inh = {0}, gid = {0}, tok = {0}, fin = {0}, fout = {0};
+    Buf lin = {0}, lout = {0};
+    Buf member = {0}, mps = {0}, chars = {0}, subc = {0};
+    Walk w;
+    memset(&w, 0, sizeof(w));   /* groups_free is safe on w.groups from here on */
+    PyObject *result = NULL;
+    if (get_buf(o_byte, &nbyte, "node_byte", 1, 0) || get_buf(o_depth, &ndepth, "node_depth", 4, 0) ||
+        get_buf(o_end, &nend, "node_end", 4, 0) || get_buf(o_ntok, &ntok, "node_tok", 4, 0) ||
+        get_buf(o_toks, &toks, "toks", 8, 0) || get_buf(o_ext, &ext, "ext", 8, 0) ||
+        get_buf(o_copied, &copied, "copied", 1, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
+        get_buf(o_alive, &alive, "alive_id", 8, 0) || get_buf(o_refs, &refs, "refs", 8, 0) ||
+        get_buf(o_first, &first, "first", 1, 0) || get_buf(o_inh, &inh, "inh", 4, 1) ||
+        get_buf(o_gid, &gid, "gid", 8, 1) || get_buf(o_tok, &tok, "tok", 8, 1) ||
+        get_buf(o_fin, &fin, "front_in", 8, 0) || get_buf(o_lin, &lin, "lex_in", 8, 0) ||
+        get_buf(o_fout, &fout, "front_out", 8, 1) || get_buf(o_lout, &lout, "lex_out", 8, 1))
+        goto done;
+    if (o_member != Py_None &&
+        (get_buf(o_member, &member, "member", 1, 0) || get_buf(o_mps, &mps, "member_prefix", 4, 0) ||
+         get_buf(o_chars, &chars, "chars", 4, 0) || get_buf(o_subc, &subc, "subtree_chars", 4, 0)))
+        goto done;
+    Py_ssize_t N = LEN(nbyte, 1), n_toks = LEN(toks, 8), R = LEN(refs, 8);
+    Py_ssize_t n_states = LEN(ext, 8) / T_ROW;
+    if (LEN(copied, 1) < n_states) n_states = LEN(copied, 1);
+    if (LEN(emit, 8) < n_states) n_states = LEN(emit, 8);
+    if (LEN(alive, 8) < n_states) n_states = LEN(alive, 8);
+    Py_ssize_t cap = LEN(tok, 8), W = 5 + R;
+    if (LEN(ntok, 4) != N + 1) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
+        goto done;
+    }
+    if (LEN(ndepth, 4) != N || LEN(nend, 4) != N || LEN(first, 1) != 256 || LEN(gid, 8) != cap || words <= 0 ||
+        LEN(inh, 4) != R * words || max_depth < 0 || n0 < 0 || n0 > cap || n_fin < 0 ||
+        n_fin * W > LEN(fin, 8) || LEN(fout, 8) < W || LEN(lout, 8) < max_depth) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
+        goto done;
+    }
+    if (q <= T_DEAD || q >= n_states || n_states <= T_START) {
+        PyErr_Format(PyExc_IndexError, "trie_walk: state %lld out of range", q);
+        goto done;
+    }
+    if (o_member != Py_None) {
+        if (LEN(member, 1) != n_toks || LEN(mps, 4) != n_toks + 1 || LEN(chars, 4) != n_toks || LEN(subc, 4) != N) {
+            PyErr_SetString(PyExc_ValueError, "trie_walk: slice array sizes do not match");
+            goto done;
+        }
+        w.slc.member = member.view.buf;
+        w.slc.mps = mps.view.buf;
+        w.slc.chars = chars.view.buf;
+        w.slc.subc = subc.view.buf;
+        w.slc.limit = limit;
+    }
+    w.BYTE = nbyte.view.buf; w.COPIED = copied.view.buf; w.FIRST = first.view.buf;
+    w.DEPTH = ndepth.view.buf; w.END = nend.view.buf; w.NTOK = ntok.view.buf;
+    w.TOKS = toks.view.buf; w.EXT = ext.view.buf; w.EMIT = emit.view.buf; w.ALIVE = alive.view.buf;
+    w.INH = inh.view.buf; w.GID = gid.view.buf; w.TOK = tok.view.buf; w.FOUT = fout.view.buf;
+    w.N = N; w.n_states = n_states; w.R = R; w.words = words; w.cap = cap; w.max_depth = max_depth;
+    w.W = W; w.fcap = LEN(fout, 8) / W; w.n_out = n0; w.budget = budget; w.wait_refs = wait_refs;
+    w.LOUT = lout.view.buf; w.lcap = LEN(lout, 8);
+    const int64_t *REFS = refs.view.buf, *FIN = fin.view.buf, *LIN = lin.view.buf;
+    Py_ssize_t n_lin = LEN(lin, 8);
+    if (w.NTOK[0] != 0 || w.NTOK[N] != n_toks) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: node_tok does not cover toks");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < R; r++) {
+        if (REFS[r] <= T_DEAD || REFS[r] >= n_states || !w.COPIED[REFS[r]]) {
+            PyErr_Format(PyExc_ValueError, "trie_walk: reference state %lld is out of range or not mirrored",
+                         (long long)REFS[r]);
+            goto done;
+        }
+    }
+    if (!w.COPIED[q] || !w.COPIED[T_START]) {
+        PyErr_SetString(PyExc_ValueError, "trie_walk: the rows of q and START must be mirrored");
+        goto done;
+    }
+    Py_ssize_t levels = max_depth + 1;
+    w.st = malloc(levels * sizeof(int64_t));
+    w.nl = malloc(levels * sizeof(int64_t));
+    w.lexbuf = malloc(levels * sizeof(int64_t));
+    w.rs = malloc((levels * (R > 0 ? R : 1)) * sizeof(int64_t));
+    if (!w.st || !w.nl || !w.lexbuf || !w.rs || groups_init(&w.groups)) { PyErr_NoMemory(); goto done; }
+    int rc = 0;
+    if (n_fin == 0) {   /* a fresh walk from q */
+        w.st[0] = q;
+        w.nl[0] = 0;
+        for (Py_ssize_t r = 0; r < R; r++) w.rs[r] = REFS[r];
+        rc = walk_nodes(&w, 0, N);
+    }
+    for (Py_ssize_t i = 0; i < n_fin && rc == 0; i++) {   /* resume below each frontier node */
+        const int64_t *e = FIN + i * W;
+        int64_t k = e[0], d = e[1], ns = e[2], l = e[3], off = e[4];
+        if (k < 0 || k >= N || d < 1 || d > max_depth || w.DEPTH[k] != d || l < 0 || l > d ||
+            ns <= T_DEAD || ns >= n_states || off < 0 || off > n_lin - l) {
+            PyErr_Format(PyExc_ValueError, "trie_walk: frontier entry %zd is malformed", i);
+            goto done;
+        }
+        int64_t *here = w.rs + (Py_ssize_t)d * R;
+        for (Py_ssize_t r = 0; r < R; r++) {
+            int64_t x = e[5 + r];
+            if (x < -1 || x == T_DEAD || x >= n_states) {
+                PyErr_Format(PyExc_ValueError, "trie_walk: frontier entry %zd is malformed", i);
+                goto done;
+            }
+            here[r] = x;
+        }
+        if (l) memcpy(w.lexbuf, LIN + off, (size_t)l * sizeof(int64_t));
+        if (walk_blocked(&w, ns, here)) {
+            if (walk_defer(&w, k, (int32_t)d, ns, l, here) < 0) rc = -1;
+            continue;
+        }
+        w.st[d] = ns;
+        w.nl[d] = l;
+        rc = walk_nodes(&w, k + 1, w.END[k]);
+    }
+    if (rc == -2) goto done;
+    PyObject *glist = groups_list(&w.groups);
     if (!glist) goto done;
-    result = Py_BuildValue("(innnnN)", status, n_out, n_miss, n_rmiss, nodes, glist);
+    result = Py_BuildValue("(innnnN)", rc < 0 ? w.status : 0, w.n_out, w.n_front, w.n_lex, w.nodes, glist);
 done:
-    groups_free(&groups);
-    free(st); free(nl); free(rs); free(lexbuf);
+    groups_free(&w.groups);
+    free(w.st); free(w.nl); free(w.rs); free(w.lexbuf);
     release(&nbyte); release(&ndepth); release(&nend); release(&ntok); release(&toks); release(&ext);
     release(&copied); release(&emit); release(&alive); release(&refs); release(&first); release(&inh);
-    release(&gid); release(&tok); release(&miss);
+    release(&gid); release(&tok); release(&fin); release(&fout); release(&lin); release(&lout);
     release(&member); release(&mps); release(&chars); release(&subc);
     return result;
 }

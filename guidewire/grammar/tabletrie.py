@@ -13,8 +13,10 @@ applied to the table of a lexer state rather than to each mask). A state with no
 (a ``maxLength`` counter, and a hub, whose table inherits nothing) is walked with its UTF-8 slice
 taken out (:class:`TrieSlice`): the slice's members are answered by its rows and only the other
 tokens' paths are visited. The vectorised build is the reference and the fallback (no compiled
-module, or a walk past :data:`~.tabletuning.TRIE_NODES`).
-"""
+module, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES`, or
+:data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out). Where the walk reaches lexer
+rows not made yet (a lazily built lexer), it leaves those subtrees on a frontier and resumes below
+them once the rows are made."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ _TRIE_KEY = "tokentable.trie"
 _CHARS_KEY = "tokentable.trie_chars"
 _SLICE_KEY = "tokentable.trie_slices"
 _SLICE_BYTES = 32 << 20     # per vocabulary, for trie_slice (a slice is 5 bytes per token)
-_MISS_SLOTS = 256
+_FRONT_SLOTS = 65536  # subtrees a trie walk may leave for rows not made yet, per round
+_FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
@@ -273,7 +276,7 @@ class TrieTables:
             shadow = self._shadow(q)
             if shadow is not None and shadow not in refs:
                 refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
-            got = self._trie_walk(compiled, trie, q, refs, first, None)
+            got = self._trie_walk(compiled, trie, q, refs, first, None, tuning.TRIE_NODES)
         stays: list = []
         if got is None:
             firsts = _flatnonzero(first)
@@ -282,7 +285,8 @@ class TrieTables:
                 return None
             sl, chain, loops, class_set = plan
             limit = (1 << 62) if loops else len(chain)    # members of fewer characters read along the chain
-            got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, class_set), limit))
+            got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, class_set), limit),
+                                  tuning.TRIE_SLICED_NODES)
             if got is None:
                 return None
             self._slice_stays(q, row, sl, chain, loops, stays)  # the members the walk left out, as rows
@@ -300,39 +304,65 @@ class TrieTables:
         inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()} if refs else {}
         return tuple(groups), masks, inherit
 
-    def _trie_walk(self, compiled, trie: TokenTrie, q: int, refs: list[int], first: np.ndarray, sliced):
+    def _trie_walk(self, compiled, trie: TokenTrie, q: int, refs: list[int], first: np.ndarray, sliced,
+                   budget: int):
         """One C walk of the trie from ``q`` beside ``refs`` (``sliced``: ``(TrieSlice, limit)`` or
-        None), making the lexer rows it reaches and walking again until it is complete:
-        ``(gid, tok, group keys, inherited rows per reference)``, or None past the budget."""
+        None): ``(gid, tok, group keys, inherited rows per reference)``, or None past ``budget`` nodes.
+
+        Where the walk reaches lexer rows not made yet it leaves those subtrees on a frontier; the
+        rows are made and the walk resumes below the frontier only (a lazily built product lexer
+        reveals its rows a byte layer at a time: walking again from ``q`` each round walked the
+        trie once per layer)."""
         words = self.layout.words
-        size = 1 + tuning.TRIE_NODES + _TWINS   # a walked token is a node visited (or its twin)
+        size = 1 + min(budget, trie.node_byte.size) + _TWINS    # a walked token is a node visited (or its twin)
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
-        miss = np.empty(_MISS_SLOTS, dtype=np.int64)
+        width = 5 + len(refs)           # a frontier entry (see _native_trie.c)
+        fronts = [np.empty(_FRONT_SLOTS * width, dtype=np.int64) for _ in range(2)]     # in, out: swapped
+        pool = max(_FRONT_SLOTS * _FRONT_LEXEMES, trie.max_depth)      # (room for one entry's lexemes)
+        pools = [np.empty(pool, dtype=np.int64) for _ in range(2)]     # each round
+        n_in = 0
         ref_arr = np.asarray(refs, dtype=np.int64)
         extra = () if sliced is None else (sliced[0].member, sliced[0].prefix, sliced[0].chars,
                                            sliced[0].subtree_chars, sliced[1])
-        ref_rows, wait = 0, True
+        inh = np.zeros((len(refs), words), dtype=np.int32)
+        key_id: dict = {}       # group key -> id over every call (each call numbers its own from 0)
+        n, left, ref_rows, wait = 0, budget, 0, True
         while True:
             if self._rows is None:      # a lexer mirrored row by row (else every row is there)
                 self._need(np.concatenate([ref_arr, [q, START]]))
-            inh = np.zeros((len(refs), words), dtype=np.int32)
-            status, n, n_miss, n_rmiss, nodes, keys = compiled.trie_walk(
+            status, n_now, n_front, _n_lex, nodes, keys = compiled.trie_walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
                 self.trans, self._copied.view(np.uint8), self.emit, self.alive_id, q, ref_arr, first, inh,
-                words, gid, tok, miss, tuning.TRIE_NODES, wait, *extra)
+                words, gid, tok, n, fronts[0], pools[0], n_in, fronts[1], pools[1], left, wait, *extra)
             if self.fuel is not None:
                 self.fuel.spend(1 + nodes)
-            if status < 0:
+            left -= nodes
+            if status == -1:
                 return None
-            if not n_miss and not n_rmiss:
-                return gid[:n], tok[:n], keys, inh
-            todo = miss[:n_miss].copy()     # rows the walk reached unmirrored: make them, walk again
-            if n_rmiss:     # a reference's rows are made only while they are few (a shadow's product
-                more = np.asarray(_distinct(miss[miss.size - n_rmiss:]), dtype=np.int64)   # can be huge)
-                if ref_rows + more.size <= tuning.TRIE_REF_ROWS:
+            waiting = fronts[1][:n_front * width].reshape(n_front, width)
+            if status == -2:    # more subtrees wait than the frontier holds: make the rows of those it
+                n, n_in, key_id = 0, 0, {}      # holds, then walk again from q
+                inh[:] = 0
+            else:
+                if n_now > n:
+                    ids = np.fromiter((key_id.setdefault(k, len(key_id)) for k in keys), dtype=np.int64,
+                                      count=len(keys))
+                    gid[n:n_now] = ids.take(gid[n:n_now])
+                n, n_in = n_now, n_front
+                fronts.reverse()        # this round's frontier is the next round's input
+                pools.reverse()
+            if not n_front:
+                return gid[:n], tok[:n], list(key_id), inh
+            todo = waiting[:, 2]
+            todo = np.asarray(_distinct(todo[~self._copied.take(todo)]), dtype=np.int64)
+            if refs:        # a reference's rows are made only while they are few (a shadow's product
+                at = waiting[:, 5:].reshape(-1)                               # can be huge)
+                at = at[at > DEAD]
+                more = np.asarray(_distinct(at[~self._copied.take(at)]), dtype=np.int64)
+                if more.size and wait and ref_rows + more.size <= tuning.TRIE_REF_ROWS:
                     ref_rows += more.size
                     todo = np.concatenate([todo, more])
-                else:
+                elif more.size:
                     self._need(more, build=False)   # rows already made are only copied; then walk on without
                     wait = False
             self._need(todo)

@@ -19,6 +19,8 @@ SMALL_GROUP = 96        # up to this many walked tokens are grouped in pure Pyth
 SMALL_TABLE = 96        # ... and walked and grouped in one pass, when their walk is small too
 TRIE_NODES = 4096      # a trie walk of a table (see tabletrie) visits at most this many nodes, else the
                         # vectorised build runs instead (a counter chain walks whole subtrees)
+TRIE_SLICED_NODES = 1 << 20  # ... and a walk with the state's UTF-8 slice taken out this many (its members
+                        # are skipped: what is left is what the vectorised build would walk too)
 TRIE_REF_ROWS = 32       # lexer rows a table's reference walks may have made (a shadow's product is lazily built)
 FEW_TOKENS = 96         # a state with at most this many live tokens skips every shortcut (one pass)
 DEAD_CUT_RATIO = 4      # candidates are cut by second byte when at least 1 in this many die there
