@@ -185,19 +185,21 @@ def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch
 
 
 @needs_native
-@pytest.mark.parametrize("ref_rows,slots", [(32, 65536), (0, 65536), (32, 1)],
-                         ids=["references-wait", "references-stop", "frontier-full"])
-def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows, slots):
+@pytest.mark.parametrize("ref_rows,start,slots", [(32, 4096, 65536), (0, 4096, 65536), (32, 1, 1), (32, 1, 64)],
+                         ids=["references-wait", "references-stop", "frontier-full", "frontier-grows"])
+def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows, start, slots):
     """With a lexer built row by row, the walk leaves the subtrees that reach rows not made yet on a
     frontier, asks for the rows and walks on below the frontier only; a reference walk's rows are
     made only up to ``TRIE_REF_ROWS`` (0: a reference stops at its first row not made); a frontier
-    too small for the subtrees waiting (one slot) makes the rows of those it holds and walks again
-    from the state. The tables still read every token as the slow walk does."""
+    too small for the subtrees waiting makes the rows of those it holds and walks again from the
+    state (with one slot at most: every time; else with a frontier eight times larger). The tables
+    still read every token as the slow walk does."""
     import guidewire.grammar.tabletuning as tt
     from guidewire.grammar import compiled as compiled_grammar
 
     monkeypatch.setattr(compiled_grammar, "EAGER_LEXER_STATES", 1)
     monkeypatch.setattr(tt, "TRIE_REF_ROWS", ref_rows)
+    monkeypatch.setattr(tabletrie, "_FRONT_START", start)
     monkeypatch.setattr(tabletrie, "_FRONT_SLOTS", slots)
     seen = _spy(monkeypatch)
     g = compile_json_schema(SCHEMAS[0], smollm2)
@@ -210,10 +212,12 @@ def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows
         state = g.step_bytes(g.earley.initial, START, prefix)
         check_state(builder, state[1], tokens)
     assert seen["built"] >= 2 and seen["walks"] > seen["built"], seen   # some walk went round again
-    if slots > 1:
+    if start > 1:
         assert seen["resumed"] >= 1 and not seen["frontier_full"], seen     # ... below its frontier
-    else:
+    elif slots == 1:
         assert seen["frontier_full"] >= 1, seen
+    else:
+        assert seen["frontier_full"] >= 1 and seen["resumed"] >= 1, seen
 
 
 @needs_native
@@ -254,11 +258,31 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
     assert call(ext=deeper)[4] > 1
     unmade = copied.copy()
     unmade[3] = 0                   # the row of "a"'s state is not made: its subtree waits on the frontier
-    status, _n, n_front, _n_lex, _nodes, _groups = call(ext=deeper, copied=unmade)
-    assert status == 0 and n_front == 1
+    lives = alive.copy()
+    lives[3] = 0                    # tokens that end in it are grouped, and "b" keeps it: "ab", "abb", ...
+    deeper = deeper.copy()
+    deeper[3 * 257 + ord("b")] = 3
+    gid_a, tok_a = np.empty(4096, dtype=np.int64), np.empty(4096, dtype=np.int64)
+    status, n_a, n_front, _n_lex, _nodes, _groups = call(ext=deeper, copied=unmade, alive=lives, gid=gid_a, tok=tok_a)
+    assert status == 0 and n_front == 1 and n_a == 1    # the token "a" itself, before its subtree waits
     entry = front[:width].copy()
     assert entry[2] == 3 and entry[1] == 1
-    assert call(ext=deeper, fin=entry, n_fin=1)[4] > 0      # resumed below it, once the row is there
+    status, n_b, n_front, _n_lex, nodes, _groups = call(ext=deeper, alive=lives, gid=gid_a, tok=tok_a, n0=n_a,
+                                                      fin=entry, n_fin=1)
+    assert status == 0 and n_front == 0 and nodes > 0   # resumed below it, once the row is there
+    gid_w, tok_w = np.empty(4096, dtype=np.int64), np.empty(4096, dtype=np.int64)
+    status, n_w, n_front, _n_lex, _nodes, _groups = call(ext=deeper, alive=lives, gid=gid_w, tok=tok_w)
+    assert status == 0 and n_front == 0 and n_w > 1
+    assert sorted(tok_a[:n_b].tolist()) == sorted(tok_w[:n_w].tolist())     # the two rounds: one whole walk
+    for field, value in ((0, trie.node_byte.size), (3, 2), (2, 0), (2, n_states)):
+        broken = entry.copy()       # a node past the trie, more lexemes than bytes, a DEAD or unknown state
+        broken[field] = value
+        with pytest.raises(ValueError):
+            call(ext=deeper, fin=broken, n_fin=1)
+    ends = trie.node_end.copy()
+    ends[entry[0]] = trie.node_byte.size + 5    # a subtree past the trie's end
+    with pytest.raises(ValueError):
+        call(ext=deeper, end=ends, fin=entry, n_fin=1)
     with pytest.raises(ValueError):
         call(ext=deeper, fin=entry, n_fin=2)        # more entries than the array holds
     broken = entry.copy()

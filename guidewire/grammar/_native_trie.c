@@ -228,9 +228,9 @@ static int walk_defer(Walk *w, Py_ssize_t k, int32_t d, int64_t ns, int64_t l, c
     return 0;
 }
 
-/* walk nodes k..end-1 (a whole trie, or the subtree below a frontier node whose depth's st/nl/rs are
- * set); 0, -1 with w->status set (budget, room), -2 with a Python error */
-static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end) {
+/* walk nodes k..end-1 (a whole trie from depth 0, or the subtree below a frontier node of depth base
+ * whose st/nl/rs are set); 0, -1 with w->status set (budget, room), -2 with a Python error */
+static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end, int64_t base) {
     const uint8_t *BYTE = w->BYTE, *FIRST = w->FIRST;
     const int32_t *DEPTH = w->DEPTH, *END = w->END, *NTOK = w->NTOK;
     const int64_t *TOKS = w->TOKS, *EXT = w->EXT, *EMIT = w->EMIT, *ALIVE = w->ALIVE;
@@ -241,7 +241,7 @@ static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end) {
         int32_t d = DEPTH[k];
         int b = BYTE[k];
         Py_ssize_t stop = END[k];
-        if (d < 1 || d > w->max_depth || stop <= k || stop > end) {
+        if (d <= base || d > w->max_depth || stop <= k || stop > end) {
             PyErr_Format(PyExc_ValueError, "trie_walk: node %zd is malformed", k);
             return -2;
         }
@@ -250,6 +250,10 @@ static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end) {
             { k = stop; continue; }   /* every token below is the slice's */
         if (++w->nodes > w->budget) { w->status = -1; return -1; }
         int64_t s = st[d - 1], l = nl[d - 1];
+        if (s <= T_DEAD || s >= n_states || l < 0 || l >= d) {   /* a depth no walk reached: a malformed trie */
+            PyErr_Format(PyExc_ValueError, "trie_walk: node %zd is malformed", k);
+            return -2;
+        }
         int64_t ns = EXT[s * T_ROW + b];
         int64_t *up = rs + (Py_ssize_t)(d - 1) * R, *here = rs + (Py_ssize_t)d * R;
         if (ns < 0 || ns >= n_states) {
@@ -310,6 +314,8 @@ static int walk_nodes(Walk *w, Py_ssize_t k, Py_ssize_t end) {
             }
         }
         if (stop == k + 1) { k = stop; continue; }   /* no children */
+        if (slc->member && slc->subc[k] < slc->limit && slc->mps[NTOK[stop]] == slc->mps[NTOK[k + 1]])
+            { k = stop; continue; }   /* every token below is the slice's: no row needed */
         if (walk_blocked(w, ns, here)) {   /* the subtree waits for its rows: on the frontier */
             if (walk_defer(w, k, d, ns, l, here) < 0) return -1;
             k = stop;
@@ -368,7 +374,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     }
     if (LEN(ndepth, 4) != N || LEN(nend, 4) != N || LEN(first, 1) != 256 || LEN(gid, 8) != cap || words <= 0 ||
         LEN(inh, 4) != R * words || max_depth < 0 || n0 < 0 || n0 > cap || n_fin < 0 ||
-        n_fin * W > LEN(fin, 8) || LEN(fout, 8) < W || LEN(lout, 8) < max_depth) {
+        n_fin > LEN(fin, 8) / W || LEN(fout, 8) < W || LEN(lout, 8) < max_depth) {
         PyErr_SetString(PyExc_ValueError, "trie_walk: array sizes do not match");
         goto done;
     }
@@ -417,18 +423,21 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     w.lexbuf = malloc(levels * sizeof(int64_t));
     w.rs = malloc((levels * (R > 0 ? R : 1)) * sizeof(int64_t));
     if (!w.st || !w.nl || !w.lexbuf || !w.rs || groups_init(&w.groups)) { PyErr_NoMemory(); goto done; }
+    memset(w.st, 0xff, levels * sizeof(int64_t));     /* -1: no walk reached that depth */
+    memset(w.nl, 0xff, levels * sizeof(int64_t));
+    memset(w.rs, 0xff, (levels * (R > 0 ? R : 1)) * sizeof(int64_t));
     int rc = 0;
     if (n_fin == 0) {   /* a fresh walk from q */
         w.st[0] = q;
         w.nl[0] = 0;
         for (Py_ssize_t r = 0; r < R; r++) w.rs[r] = REFS[r];
-        rc = walk_nodes(&w, 0, N);
+        rc = walk_nodes(&w, 0, N, 0);
     }
     for (Py_ssize_t i = 0; i < n_fin && rc == 0; i++) {   /* resume below each frontier node */
         const int64_t *e = FIN + i * W;
         int64_t k = e[0], d = e[1], ns = e[2], l = e[3], off = e[4];
-        if (k < 0 || k >= N || d < 1 || d > max_depth || w.DEPTH[k] != d || l < 0 || l > d ||
-            ns <= T_DEAD || ns >= n_states || off < 0 || off > n_lin - l) {
+        if (k < 0 || k >= N || d < 1 || d > max_depth || w.DEPTH[k] != d || w.END[k] <= k || w.END[k] > N ||
+            l < 0 || l > d || ns <= T_DEAD || ns >= n_states || off < 0 || off > n_lin - l) {
             PyErr_Format(PyExc_ValueError, "trie_walk: frontier entry %zd is malformed", i);
             goto done;
         }
@@ -448,7 +457,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
         }
         w.st[d] = ns;
         w.nl[d] = l;
-        rc = walk_nodes(&w, k + 1, w.END[k]);
+        rc = walk_nodes(&w, k + 1, w.END[k], d);
     }
     if (rc == -2) goto done;
     PyObject *glist = groups_list(&w.groups);

@@ -36,8 +36,17 @@ _TRIE_KEY = "tokentable.trie"
 _CHARS_KEY = "tokentable.trie_chars"
 _SLICE_KEY = "tokentable.trie_slices"
 _SLICE_BYTES = 32 << 20     # per vocabulary, for trie_slice (a slice is 5 bytes per token)
-_FRONT_SLOTS = 65536  # subtrees a trie walk may leave for rows not made yet, per round
+_FRONT_START = 4096   # subtrees a trie walk may leave for rows not made yet, per round, at first
+_FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
+
+
+def _frontier_buffers(slots: int, width: int, max_depth: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Two frontiers of ``slots`` entries of ``width`` int64 and their two lexeme pools (a round's
+    input and output, swapped each round; a pool has room for one entry's lexemes at least)."""
+    pool = max(slots * _FRONT_LEXEMES, max_depth)
+    return ([np.empty(slots * width, dtype=np.int64) for _ in range(2)],
+            [np.empty(pool, dtype=np.int64) for _ in range(2)])
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
@@ -257,7 +266,8 @@ class TrieTables:
     def _trie_table(self, q: int, row: np.ndarray, base: bool = False):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
-        no table cache to inherit from, or a walk past :data:`~.tabletuning.TRIE_NODES` nodes).
+        no table cache to inherit from, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES` nodes,
+        :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out).
 
         A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
         body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
@@ -317,9 +327,9 @@ class TrieTables:
         size = 1 + min(budget, trie.node_byte.size) + _TWINS    # a walked token is a node visited (or its twin)
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         width = 5 + len(refs)           # a frontier entry (see _native_trie.c)
-        fronts = [np.empty(_FRONT_SLOTS * width, dtype=np.int64) for _ in range(2)]     # in, out: swapped
-        pool = max(_FRONT_SLOTS * _FRONT_LEXEMES, trie.max_depth)      # (room for one entry's lexemes)
-        pools = [np.empty(pool, dtype=np.int64) for _ in range(2)]     # each round
+        # a lexer mirrored whole never defers a subtree; else the frontier starts small and grows
+        slots = 1 if self._rows is not None else min(_FRONT_START, _FRONT_SLOTS)
+        fronts, pools = _frontier_buffers(slots, width, trie.max_depth)     # in, out: swapped each round
         n_in = 0
         ref_arr = np.asarray(refs, dtype=np.int64)
         extra = () if sliced is None else (sliced[0].member, sliced[0].prefix, sliced[0].chars,
@@ -341,8 +351,12 @@ class TrieTables:
                 return None
             waiting = fronts[1][:n_front * width].reshape(n_front, width)
             if status == -2:    # more subtrees wait than the frontier holds: make the rows of those it
-                n, n_in, key_id = 0, 0, {}      # holds, then walk again from q
+                assert n_front, "a full frontier holds an entry"    # holds, then walk again from q
+                n, n_in, key_id = 0, 0, {}      # (with a larger frontier, up to _FRONT_SLOTS)
                 inh[:] = 0
+                if slots < _FRONT_SLOTS:
+                    slots = min(slots * 8, _FRONT_SLOTS)
+                    fronts, pools = _frontier_buffers(slots, width, trie.max_depth)
             else:
                 if n_now > n:
                     ids = np.fromiter((key_id.setdefault(k, len(key_id)) for k in keys), dtype=np.int64,
