@@ -39,6 +39,8 @@ _SLICE_BYTES = 32 << 20     # per vocabulary, for trie_slice (a slice is 5 bytes
 _FRONT_START = 4096   # subtrees a trie walk may leave for rows not made yet, per round, at first
 _FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
+_MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
+_TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
 
 def _frontier_buffers(slots: int, width: int, max_depth: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -47,8 +49,6 @@ def _frontier_buffers(slots: int, width: int, max_depth: int) -> tuple[list[np.n
     pool = max(slots * _FRONT_LEXEMES, max_depth)
     return ([np.empty(slots * width, dtype=np.int64) for _ in range(2)],
             [np.empty(pool, dtype=np.int64) for _ in range(2)])
-_MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
-_TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
 
 @dataclass(frozen=True)
@@ -351,8 +351,9 @@ class TrieTables:
                 return None
             waiting = fronts[1][:n_front * width].reshape(n_front, width)
             if status == -2:    # more subtrees wait than the frontier holds: make the rows of those it
-                assert n_front, "a full frontier holds an entry"    # holds, then walk again from q
-                n, n_in, key_id = 0, 0, {}      # (with a larger frontier, up to _FRONT_SLOTS)
+                if not n_front:                 # holds, then walk again from q (with a larger frontier,
+                    raise RuntimeError("trie_walk: a full frontier with no entry")     # up to _FRONT_SLOTS)
+                n, n_in, key_id = 0, 0, {}
                 inh[:] = 0
                 if slots < _FRONT_SLOTS:
                     slots = min(slots * 8, _FRONT_SLOTS)
