@@ -262,7 +262,8 @@ def test_slices_on_a_lazy_lexer_give_the_eager_masks(soup, monkeypatch, grammar)
 
     monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
     monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
-    monkeypatch.setattr(tuning, "TRIE_NODES", 0)    # the vectorised build, slices and all (not the trie walk)
+    monkeypatch.setattr(tuning, "TRIE_NODES", 0)    # the vectorised build, slices and all (not the trie walk,
+    monkeypatch.setattr(tuning, "TRIE_SLICED_NODES", 0)     # plain or sliced)
     eager = compile_lark(grammar, soup)
     monkeypatch.setattr(compiled, "EAGER_LEXER_WORK", 0)
     lazy = compile_lark(grammar, soup)
