@@ -255,7 +255,7 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
         call(ntok=trie.node_tok[:-1].copy())
     deeper = ext.copy()
     deeper[2 * 257 + ord("a")] = 3  # "a" lives on: its subtree is walked
-    assert call(ext=deeper)[4] > 1
+    assert call(ext=deeper)[3] > 1
     unmade = copied.copy()
     unmade[3] = 0                   # the row of "a"'s state is not made: its subtree waits on the frontier
     lives = alive.copy()
@@ -263,15 +263,15 @@ def test_trie_walk_refuses_bad_arrays(smollm2):
     deeper = deeper.copy()
     deeper[3 * 257 + ord("b")] = 3
     gid_a, tok_a = np.empty(4096, dtype=np.int64), np.empty(4096, dtype=np.int64)
-    status, n_a, n_front, _n_lex, _nodes, _groups = call(ext=deeper, copied=unmade, alive=lives, gid=gid_a, tok=tok_a)
+    status, n_a, n_front, _nodes, _groups = call(ext=deeper, copied=unmade, alive=lives, gid=gid_a, tok=tok_a)
     assert status == 0 and n_front == 1 and n_a == 1    # the token "a" itself, before its subtree waits
     entry = front[:width].copy()
     assert entry[2] == 3 and entry[1] == 1
-    status, n_b, n_front, _n_lex, nodes, _groups = call(ext=deeper, alive=lives, gid=gid_a, tok=tok_a, n0=n_a,
+    status, n_b, n_front, nodes, _groups = call(ext=deeper, alive=lives, gid=gid_a, tok=tok_a, n0=n_a,
                                                       fin=entry, n_fin=1)
     assert status == 0 and n_front == 0 and nodes > 0   # resumed below it, once the row is there
     gid_w, tok_w = np.empty(4096, dtype=np.int64), np.empty(4096, dtype=np.int64)
-    status, n_w, n_front, _n_lex, _nodes, _groups = call(ext=deeper, alive=lives, gid=gid_w, tok=tok_w)
+    status, n_w, n_front, _nodes, _groups = call(ext=deeper, alive=lives, gid=gid_w, tok=tok_w)
     assert status == 0 and n_front == 0 and n_w > 1
     assert sorted(tok_a[:n_b].tolist()) == sorted(tok_w[:n_w].tolist())     # the two rounds: one whole walk
     for field, value in ((0, trie.node_byte.size), (3, 2), (2, 0), (2, n_states)):

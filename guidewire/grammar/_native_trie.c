@@ -4,7 +4,7 @@
  *           ext, copied, emit, alive_id, q, refs, first, inh, words,
  *           gid, tok, n0, front_in, lex_in, n_front_in, front_out, lex_out, budget, wait_refs
  *           [, member, member_prefix, chars, subtree_chars, limit])
- *     -> (status, n_tok, n_front, n_lex, nodes, groups)
+ *     -> (status, n_tok, n_front, nodes, groups)
  *
  * The vocabulary's ordinary tokens as a trie in preorder (tabletrie.TokenTrie): node k holds
  * byte node_byte[k] at depth node_depth[k] (1 for a first byte), its subtree is k..node_end[k]-1,
@@ -23,7 +23,7 @@
  *
  * A state whose transition row is not in the mirror (copied[s] false) cannot be walked: the node
  * that reaches it is put on the frontier (front_out, n_front entries of 5 + len(refs) int64: node,
- * depth, state, lexeme count, where the lexemes completed on the way start in lex_out (n_lex used),
+ * depth, state, lexeme count, where the lexemes completed on the way start in lex_out,
  * the reference states there) and its subtree skipped; any n_front > 0 means the walk is incomplete.
  * The caller makes those rows and calls again with the frontier as front_in / lex_in (n_front_in entries):
  * the walk then resumes below each frontier node, not from q, appending to tok/gid from n0 (group ids
@@ -195,7 +195,7 @@ typedef struct {
     const int64_t *TOKS, *EXT, *EMIT, *ALIVE;
     uint32_t *INH;
     int64_t *GID, *TOK, *FOUT, *LOUT;
-    Py_ssize_t N, n_states, R, words, cap, max_depth, W, fcap, lcap, n_lex;
+    Py_ssize_t n_states, R, words, cap, max_depth, W, fcap, lcap, n_lex;
     Slice slc;
     Groups groups;
     int64_t *st, *nl, *rs, *lexbuf;
@@ -397,7 +397,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     w.DEPTH = ndepth.view.buf; w.END = nend.view.buf; w.NTOK = ntok.view.buf;
     w.TOKS = toks.view.buf; w.EXT = ext.view.buf; w.EMIT = emit.view.buf; w.ALIVE = alive.view.buf;
     w.INH = inh.view.buf; w.GID = gid.view.buf; w.TOK = tok.view.buf; w.FOUT = fout.view.buf;
-    w.N = N; w.n_states = n_states; w.R = R; w.words = words; w.cap = cap; w.max_depth = max_depth;
+    w.n_states = n_states; w.R = R; w.words = words; w.cap = cap; w.max_depth = max_depth;
     w.W = W; w.fcap = LEN(fout, 8) / W; w.n_out = n0; w.budget = budget; w.wait_refs = wait_refs;
     w.LOUT = lout.view.buf; w.lcap = LEN(lout, 8);
     const int64_t *REFS = refs.view.buf, *FIN = fin.view.buf, *LIN = lin.view.buf;
@@ -462,7 +462,7 @@ PyObject *native_trie_walk(PyObject *self, PyObject *args) {
     if (rc == -2) goto done;
     PyObject *glist = groups_list(&w.groups);
     if (!glist) goto done;
-    result = Py_BuildValue("(innnnN)", rc < 0 ? w.status : 0, w.n_out, w.n_front, w.n_lex, w.nodes, glist);
+    result = Py_BuildValue("(innnN)", rc < 0 ? w.status : 0, w.n_out, w.n_front, w.nodes, glist);
 done:
     groups_free(&w.groups);
     free(w.st); free(w.nl); free(w.rs); free(w.lexbuf);

@@ -340,7 +340,7 @@ class TrieTables:
         while True:
             if self._rows is None:      # a lexer mirrored row by row (else every row is there)
                 self._need(np.concatenate([ref_arr, [q, START]]))
-            status, n_now, n_front, _n_lex, nodes, keys = compiled.trie_walk(
+            status, n_now, n_front, nodes, keys = compiled.trie_walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.node_tok, trie.toks, trie.max_depth,
                 self.trans, self._copied.view(np.uint8), self.emit, self.alive_id, q, ref_arr, first, inh,
                 words, gid, tok, n, fronts[0], pools[0], n_in, fronts[1], pools[1], left, wait, *extra)
