@@ -396,7 +396,7 @@ SLICED_PREFIXES = (b'{"text": "a', b'{"text": "ab cd', b'{"text": "\xc3\xa9t\xc3
 def _slice_spy(monkeypatch):
     """Count trie walks with a UTF-8 slice taken out (built, or over budget so the vectorised build
     ran) and hub tables built by them."""
-    seen = {"sliced": 0, "sliced_fell_back": 0, "hubs": 0}
+    seen = {"sliced": 0, "sliced_fell_back": 0, "hubs": 0, "hub_inherits": 0}
     walk = tabletrie.TrieTables._trie_walk
     table = tabletrie.TrieTables._trie_table
 
@@ -409,8 +409,9 @@ def _slice_spy(monkeypatch):
     def spy_table(self, q, row, *base):
         out = table(self, q, row, *base)
         if out is not None and base and base[0]:
-            seen["hubs"] += 1       # a hub's table by the sliced walk (inherits nothing)
-            assert not out[2]
+            seen["hubs"] += 1       # a hub's table by the sliced walk (inherits from other hubs only)
+            assert all(h != START and self.hub[h] >= 0 for h in out[2]), out[2]
+            seen["hub_inherits"] += bool(out[2])
         return out
 
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_walk", spy_walk)
@@ -422,7 +423,7 @@ def _slice_spy(monkeypatch):
 def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch):
     """Counter states (alone, in product with a pattern string, near their end, after an escape),
     and hubs: the walk with the slice taken out (after a plain walk over budget; a hub at once,
-    inheriting nothing); every token's reading (grouped, from the slice's rows, or inherited) is
+    beside other hubs); every token's reading (grouped, from the slice's rows, or inherited) is
     the slow walk's, in one place only."""
     seen = _slice_spy(monkeypatch)
     g = compile_json_schema(SLICED, smollm2)
@@ -454,6 +455,61 @@ def test_masks_with_and_without_the_sliced_walk_are_identical(smollm2, monkeypat
     assert seen["sliced"] >= 10, seen
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
     without = _walk_masks(SLICED, smollm2, np.random.default_rng(5), walks=6, steps=90)
+    assert len(with_trie) == len(without) and len(with_trie) > 150
+    for a, b in zip(with_trie, without):
+        assert np.array_equal(a, b)
+
+
+# value strings whose patterns refuse characters a free string takes (a space, a non-word character):
+# after a quote every string terminal is alive, and the first such character drops the patterns, so
+# a hub of many NFA states reads most tokens (the space-led ones) as a hub of fewer does
+HUB_REFS = {"type": "object", "properties": {
+    "tag": {"type": "string", "pattern": "^[\\w.:-]+$"},
+    "css": {"type": "string", "pattern": "^[\\w\\s-]+$"},
+    "when": {"type": "string", "format": "date"}},
+    "additionalProperties": True}
+HUB_REFS_PREFIXES = (b'{"', b'{"t', b'{"tag": "a', b'{"css": "x y', b'{"x": "a b', b'{"css": "x', b'{"x": "ab:c', b'{"x": "2020-')
+
+
+@needs_native
+def test_hub_tables_inherit_from_other_hubs_acyclically(smollm2, monkeypatch):
+    """Hub tables walked beside other hubs inherit from them, acyclically (a chain of inherited
+    tables always ends), every token's reading (grouped, from the slice's rows, inherited through a
+    chain of hubs, or merged from a reused hub with its inherited rows) is the slow walk's, and
+    random walks give the vectorised build's masks, mask by mask."""
+    seen = _slice_spy(monkeypatch)
+    g = compile_json_schema(HUB_REFS, smollm2)
+    builder = g._builder
+    builder.admit = None
+    monkeypatch.setattr(g, "_prune", lambda table: table)    # a reused hub's table whole too (not pruned)
+    rng = np.random.default_rng(3)
+    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefgiklmnorstuxy-.\\ \n\xc3\xa9', rng, limit=3000)
+    tokens += rng.choice(smollm2.normal_ids, 4000, replace=False).tolist()
+    states = 0
+    for prefix in HUB_REFS_PREFIXES:
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        assert state is not None, prefix
+        check_state(builder, state[1], tokens)
+        states += 1
+    hubs = [int(h) for h in np.flatnonzero(builder.hub >= 0) if h != START and builder._copied[h]]
+    for h in hubs:
+        check_state(builder, h, tokens)
+    assert states == len(HUB_REFS_PREFIXES) and len(hubs) >= 3
+    assert seen["hub_inherits"] >= 2, seen     # fails where hubs are walked with no reference
+    edges = {h: [r for r, _row in builder.table(h).inherit] for h in hubs}
+    assert sum(map(len, edges.values())) >= 2
+
+    def acyclic_from(h, path=()):   # depth first over the built tables' inheritance
+        assert h not in path, path + (h,)
+        for r in edges.get(h, ()):
+            acyclic_from(r, path + (h,))
+
+    for h in edges:
+        acyclic_from(h)
+
+    with_trie = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
+    without = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
     assert len(with_trie) == len(without) and len(with_trie) > 150
     for a, b in zip(with_trie, without):
         assert np.array_equal(a, b)

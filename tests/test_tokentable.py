@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from guidewire.core import bitmask_to_bool
+from guidewire.core import allocate_token_bitmask, bitmask_to_bool
 from guidewire.core.errors import GuidewireError
-from guidewire.grammar import builtin_grammar, compile_lark, compile_regex, native
+from guidewire.grammar import builtin_grammar, compile_json_schema, compile_lark, compile_regex, native, tabletrie
 from guidewire.grammar.lexer import DEAD, START
 from guidewire.grammar.tokentable import TableBuilder, build_table, walk_token
 
@@ -36,11 +36,12 @@ def readings(builder, q):
         for t in np.flatnonzero(bitmask_to_bool(table.masks[gi], vocab.vocab_size)).tolist():
             assert t not in out, "a token sits in two groups"
             out[t] = (tuple(lexemes), alive)
+    base = q == START or builder.hub[q] >= 0
     for h, row in table.inherit:
-        if h != START and builder.hub[h] < 0:   # a shadow (fewer NFA states: acyclic), else a base table
+        if base:    # a hub inherits from other hubs only (acyclically: else this recursion never ends)
+            assert q != START and h != START and builder.hub[h] >= 0, "START or a hub inherits from a non-hub"
+        elif h != START and builder.hub[h] < 0:   # a shadow (fewer NFA states: acyclic), else a hub or START
             assert len(builder.dfa.nfa_states(h)) < len(builder.dfa.nfa_states(q)), "inherited from a non-base table"
-        else:
-            assert not builder.table(h).inherit, "a base table inherits"
         hub = readings(builder, h)
         for t in np.flatnonzero(bitmask_to_bool(row, vocab.vocab_size)).tolist():
             assert t not in out, "a token is both grouped and inherited"
@@ -655,3 +656,49 @@ def test_compiled_build_ahead_counts_built_rows_as_idle(monkeypatch):
         built = {dfa.nfa_states(s) for s in range(1, dfa.n_states) if dfa.row_done[s]}
         runs.append((dfa.n_states, built, {dfa.nfa_states(s) for s in got.tolist()}))
     assert runs[0] == runs[1] and sel.size == 1
+
+
+def test_a_hub_equivalent_to_a_table_being_built_is_not_reused(smollm2, monkeypatch):
+    """Key strings of a schema with two unanchored key patterns beside free keys: the lexer's hubs
+    fall into classes of equivalent states, and a hub's table reuses other hubs' tables. One
+    equivalent to a table being built is not reused (its lookup built that very table again, inside
+    itself: up to three levels deep before); the masks are the vectorised build's."""
+    schema = {"type": "object", "additionalProperties": True,
+              "properties": {"all": {"type": "object"}, "hosts": {"type": ["object", "string"]}},
+              "patternProperties": {"[a-zA-Z-_0-9]": {"type": "object"},
+                                    "[a-zA-Z.-_0-9]": {"type": ["object", "null"]}}}
+    spelled = {b: i for i, b in enumerate(smollm2.token_bytes) if b in (b'{', b'"', b'a', b'l', b'x', b'.', b' ')}
+    path = [spelled[b] for b in (b'{', b'"', b'a', b'l', b'l', b' ', b'.', b'x')]
+
+    def masks():
+        g = compile_json_schema(schema, smollm2)
+        bm = allocate_token_bitmask(1, smollm2.vocab_size)
+        m, out = g.matcher(), []
+        for tok in path:
+            m.fill_bitmask(bm, 0)
+            out.append(bm[0].copy())
+            assert m.advance(tok)
+        return g, out
+
+    active, nested, built = [], [], []
+    original = TableBuilder._table
+
+    def watched(self, q):
+        nested.extend([q] if q in active else [])
+        built.append(q)
+        active.append(q)
+        try:
+            return original(self, q)
+        finally:
+            active.pop()
+
+    monkeypatch.setattr(TableBuilder, "_table", watched)
+    g, with_reuse = masks()
+    assert len(set(g._rep_list)) < len(g._rep_list)     # some states share a class
+    assert sum(g._builder.hub[q] >= 0 for q in set(built)) >= 3, built
+    assert not nested, nested
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
+    _g, vectorised = masks()
+    assert len(with_reuse) == len(vectorised) == len(path)
+    for a, b in zip(with_reuse, vectorised):
+        assert np.array_equal(a, b)

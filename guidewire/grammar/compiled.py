@@ -110,6 +110,7 @@ class CompiledGrammar:
         self._builder = TableBuilder(dfa, vocab, lookup=_weak_call(self._table))
         self._builder.admit = _weak_call(self._admits)
         self._builder.has_table = _weak_call(self._has_table)
+        self._builder.canon = _weak_call(self._canon)
         self._rep = self._lexer_classes()
         # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk
         self._rep_list: list[int] = native.gc_free_list()
@@ -501,8 +502,8 @@ class CompiledGrammar:
         else:
             row = self._zero.copy()
         for h, inherited in table.inherit:
-            # these tokens read as from h (START or a hub, whose tables inherit nothing, or a
-            # shadow with fewer NFA states: the recursion ends)
+            # these tokens read as from h (START, which inherits nothing, or a hub, inheriting
+            # from hubs only and acyclically, or a shadow with fewer NFA states: the recursion ends)
             row |= self._mask(s, h) & inherited
         if table.restart_lexeme >= 0:
             # tokens whose first byte ends the current lexeme: allowed iff allowed after it

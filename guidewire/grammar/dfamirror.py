@@ -31,6 +31,7 @@ class DfaMirror:
         self.lookup = lookup        # optional q -> TokenTable (a cache) for hub reuse
         self.admit = None           # optional group keys -> bools: False for a group no parser state allows
         self.has_table = None       # optional q -> whether q's table is built (a shadow is used only then)
+        self.canon = None           # optional q -> its class representative (tables are built per class)
         self.layout = vocab_layout(vocab)
         self._synced = (-1, -1)
         self._hub_index: dict[bytes, int] = {}      # self-loop byte set -> hub slot
@@ -51,6 +52,7 @@ class DfaMirror:
         self._lands: dict[tuple[int, int, int], bool] = {}   # (state, UTF-8 state, target) -> see _rest_lands
         self._slice_hits: dict[int, int] = {}     # lexer state -> tokens its UTF-8 slice took
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
+        self._hub_edges: dict[int, set[int]] = {}   # hub -> the hubs its table inherits from (acyclic)
         self._rows: _RowLists | None = None      # once every row is built: rows as lists, on first use
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far
         self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)

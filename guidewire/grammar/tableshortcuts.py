@@ -12,7 +12,7 @@ import numpy as np
 from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
-from .tablearrays import _distinct, _flatnonzero, _kept, _row_of
+from .tablearrays import _add_row, _distinct, _flatnonzero, _kept, _row_of
 from .dfamirror import _ROW
 from .vocabindex import SENTINEL, UTF8_LEAD_NEXT, UTF8_RANGES, tails_within, utf8_slice, utf8_tokens
 
@@ -274,18 +274,75 @@ class InheritanceShortcuts:
                 for h, sel in compiled.reusable_hubs(self.dfa.trans, self.hub, self.emit, q, row, busy,
                                                      tuning.MIN_REUSED_BYTES, START)]
 
-    def _merge_hubs(self, groups, masks, reused):
-        """Add each reused hub's groups, restricted to the tokens with the selected first bytes."""
+    def _may_inherit(self, q: int, h: int) -> bool:
+        """Whether the table of hub ``q`` may inherit from hub ``h``: not ``START`` (it inherits
+        nothing), and the inheritance of the hub tables built so far never leads from ``h`` back to
+        ``q`` (their edges are kept, evicted tables' too), so a mask that follows it ends."""
+        if q == START or h == START:
+            return False
+        rep = self.canon or (lambda x: x)      # tables are built per class of equivalent states
+        q, seen, todo = rep(q), set(), [rep(h)]
+        while todo:
+            a = todo.pop()
+            if a == q:
+                return False
+            if a not in seen:
+                seen.add(a)
+                todo.extend(self._hub_edges.get(a, ()))
+        return True
+
+    def _inherits_from(self, q: int, h: int) -> None:
+        """Record that hub ``q``'s table inherits from hub ``h`` (see :meth:`_may_inherit`)."""
+        rep = self.canon or (lambda x: x)
+        self._hub_edges.setdefault(rep(q), set()).add(rep(h))
+
+    def _mergeable_hubs(self, q: int, reused: list) -> list[tuple[int, np.ndarray, object]]:
+        """The reused hubs whose tables a base table of ``q`` can merge, as ``(h, first, table)``.
+
+        A hub's table may inherit (from other hubs, acyclically); its inherited rows go along with
+        its groups: kept as ``q``'s own inherited rows where :meth:`_may_inherit` allows it (never
+        for ``START``), else merged from the inherited table in turn. A hub is not reused where
+        that would read the table of a state being built (``q``'s own, say): its first bytes are
+        then walked with the rest."""
+        rep = self.canon or (lambda x: x)      # tables are built per class of equivalent states
+        busy = {rep(b) for b in self._busy}
+        out = []
+        for h, first in reused:
+            if rep(h) in busy:      # an equivalent of q or of a table being built: its build would
+                continue            # build that table again, inside itself
+            table = self._busy_lookup(h)
+            todo, ok = [table], True
+            while todo and ok:
+                for h2, _r in todo.pop().inherit:
+                    if self._may_inherit(q, h2):
+                        continue        # kept as an inherited row
+                    if rep(h2) in busy:
+                        ok = False
+                        break
+                    todo.append(self._busy_lookup(h2))
+            if ok:
+                out.append((h, first, table))
+        return out
+
+    def _busy_lookup(self, h: int):
+        """``lookup(h)``, with ``h`` marked busy while its table is built (no reuse cycles)."""
+        self._busy.add(h)
+        try:
+            return self.lookup(h)
+        finally:
+            self._busy.discard(h)
+
+    def _merge_hubs(self, q: int, groups, masks, reused):
+        """Add each reused hub's groups (``(h, first, table)``, see :meth:`_mergeable_hubs`),
+        restricted to the tokens with the selected first bytes, and their inherited rows so
+        restricted: returns ``(groups, masks, inherited rows to keep)``."""
         index = {g: i for i, g in enumerate(groups)}
         groups = list(groups)
         extra = []
-        for h, first in reused:
-            self._busy.add(h)
-            try:
-                table = self.lookup(h)
-            finally:
-                self._busy.discard(h)
-            sel = self.first_byte_row(first)
+        kept: dict[int, np.ndarray] = {}
+        todo = [(table, self.first_byte_row(first)) for _h, first, table in reused]
+        while todo:
+            table, sel = todo.pop()
             sub = table.masks & sel
             for k in _flatnonzero(sub.any(axis=1)).tolist():
                 g = table.groups[k]
@@ -298,9 +355,18 @@ class InheritanceShortcuts:
                     masks[i] |= sub[k]
                 else:
                     extra[i - masks.shape[0]] |= sub[k][None]
+            for h2, r in table.inherit:
+                part = r & sel
+                if not part.any():
+                    continue
+                if self._may_inherit(q, h2):
+                    self._inherits_from(q, h2)
+                    _add_row(kept, h2, part)
+                else:               # checked by _mergeable_hubs: not a table being built
+                    todo.append((self._busy_lookup(h2), part))
         if extra:
             masks = np.concatenate([masks] + extra)
-        return tuple(groups), masks
+        return tuple(groups), masks, kept
 
     def _chars_land(self, s: int, t: int, leads: np.ndarray) -> bool:
         """Whether every UTF-8 character whose lead byte is in ``leads`` takes lexer state ``s`` to

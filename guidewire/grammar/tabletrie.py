@@ -9,8 +9,8 @@ one or two bytes away and from the state's shadow (see :meth:`TrieTables._shadow
 whose walk meets a reference walk before either ends a lexeme
 reads as from that reference and is inherited whole, a dead one is skipped, and only the few
 nodes where the readings differ are visited (llguidance's trie walk with subtree skipping,
-applied to the table of a lexer state rather than to each mask). A state with nothing to meet
-(a ``maxLength`` counter, and a hub, whose table inherits nothing) is walked with its UTF-8 slice
+applied to the table of a lexer state rather than to each mask). A state with little to meet
+(a ``maxLength`` counter, and a hub, walked beside built hub tables only) is walked with its UTF-8 slice
 taken out (:class:`TrieSlice`): the slice's members are answered by its rows and only the other
 tokens' paths are visited. The vectorised build is the reference and the fallback (no compiled
 module, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES`, or
@@ -272,15 +272,18 @@ class TrieTables:
         A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
         body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
         members answered by the slice's rows and only the rest of the trie walked. A hub's table
-        (``base``) inherits nothing: it is walked with its slice taken out and no reference."""
+        (``base``) is walked with its slice taken out (plainly where it has none) beside the hubs
+        whose tables are built and whose inheritance never leads back to it
+        (:meth:`~.tableshortcuts.InheritanceShortcuts._may_inherit`)."""
         compiled = native.module()
         if compiled is None or self.lookup is None:
             return None
         trie = token_trie(self.vocab)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
-        if base:
-            refs: list[int] = []
-            got = None      # a hub's plain walk meets nothing: most of the trie
+        if base:    # beside the hubs whose tables are built (a mask reads them: no tables built for it
+            refs = [h for h in self._trie_refs(compiled, q, first)      # alone) and whose inheritance
+                    if self._may_inherit(q, h) and self.has_table is not None and self.has_table(h)]   # never
+            got = None      # a hub's plain walk meets little: most of the trie
         else:
             refs = self._trie_refs(compiled, q, first)
             shadow = self._shadow(q)
@@ -292,7 +295,10 @@ class TrieTables:
             firsts = _flatnonzero(first)
             plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
             if plan is None:
-                return None
+                if not (base and refs):     # a hub with no slice may still meet other hubs
+                    return None
+                got = self._trie_walk(compiled, trie, q, refs, first, None, tuning.TRIE_SLICED_NODES)
+                return None if got is None else self._trie_result(q, got, refs, base, [])
             sl, chain, loops, class_set = plan
             limit = (1 << 62) if loops else len(chain)    # members of fewer characters read along the chain
             got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, class_set), limit),
@@ -300,6 +306,11 @@ class TrieTables:
             if got is None:
                 return None
             self._slice_stays(q, row, sl, chain, loops, stays)  # the members the walk left out, as rows
+        return self._trie_result(q, got, refs, base, stays)
+
+    def _trie_result(self, q: int, got, refs: list[int], base: bool, stays: list):
+        """``(groups, masks, inherit)`` from a walk's ``(gid, tok, group keys, inherited rows)`` and
+        the slice's ``stays`` rows; a hub's inherited references are recorded (see ``_may_inherit``)."""
         gid, tok, keys, inh = got
         values = self._alive_values
         groups = [(lex, values[a]) for lex, a in keys]
@@ -312,6 +323,9 @@ class TrieTables:
         if stays:
             groups, masks = self._add_stays(groups, masks, {}, stays)
         inherit = {refs[r]: inh[r] for r in _flatnonzero(inh.any(axis=1)).tolist()} if refs else {}
+        if base:
+            for h in inherit:
+                self._inherits_from(q, h)
         return tuple(groups), masks, inherit
 
     def _trie_walk(self, compiled, trie: TokenTrie, q: int, refs: list[int], first: np.ndarray, sliced,

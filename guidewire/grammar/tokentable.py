@@ -51,8 +51,9 @@ class TokenTable:
     not accepting, or it is ``START``). ``inherit`` holds ``(hub, row)`` pairs: the tokens
     in ``row`` read from ``state`` exactly as from lexer state ``hub`` (their walks meet
     in ``hub`` before any lexeme ends), so they are allowed iff ``hub``'s mask allows them
-    under the same parser state; ``hub`` is ``START`` or a self-loop hub, whose tables never
-    inherit, or (the trie walk's) shadow of ``state``, with fewer NFA states (no cycles). Every ordinary token that can be
+    under the same parser state; ``hub`` is ``START`` (which inherits nothing) or a self-loop
+    hub (a hub's table inherits only from other hubs, acyclically), or (the trie walk's) shadow of
+    ``state``, with fewer NFA states (no cycles). Every ordinary token that can be
     lexed from ``state`` is in exactly one group, one inherited row or the restart row (which may also hold tokens that then fail from
     ``START``: the START mask leaves those out; and an inherited row may hold tokens dead from
     both ``state`` and ``hub`` whose first byte restarts neither, which ``hub``'s mask never allows).
@@ -134,13 +135,15 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
             if kill_first.any():
                 restart_lexeme = e
                 restart_mask = self.first_byte_row(kill_first)  # read-only
-        # hubs and START hold their tokens themselves: a hub's table is a base for others,
+        # hubs and START are bases: a hub's table inherits from other hubs only (acyclically),
         # and START must not inherit (a hub's restart row leads back to START)
         base = q == START or bool(self.hub[q] >= 0)
         reused = self._reusable_hubs(q, row)
+        if reused and base:
+            reused = self._mergeable_hubs(q, reused)
         if reused:
             row = row.copy()
-            for _h, first in reused:
+            for _h, first, *_table in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         if q != START:  # a few bytes from a hub or START: the trie walk visits only where they differ
             got = self._trie_table(q, row, base)     # (a hub: its slice taken out, nothing inherited)
@@ -205,7 +208,9 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
         """Add the reused hubs' tokens (merged into a base table's groups, else inherited) and
         make the :class:`TokenTable`."""
         if reused and base:
-            groups, masks = self._merge_hubs(groups, masks, reused)
+            groups, masks, kept = self._merge_hubs(q, groups, masks, reused)
+            for h, r in kept.items():
+                _add_row(inherit, h, r)
         else:
             for h, first in reused:
                 _add_row(inherit, h, self.first_byte_row(first))
