@@ -6,6 +6,11 @@ sampled schema (as the MaskBench runner does), recording per step the work units
 work-unit percentiles and the time per unit of the big steps.
 
     python bench/step_work.py --n 300 --out /tmp/step_work.json
+    PYTHONPATH=/tmp/base python bench/step_work.py --tokenizer gemma3 --files LIST   # another tree
+
+Work units are deterministic (no machine noise): on a shared machine, two trees' totals over the
+same schemas (``units_total``, ``mask_units_total``) compare their work where paired timings
+move by 5-10% from run to run.
 """
 
 from __future__ import annotations
@@ -81,10 +86,15 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=int, default=60, help="seconds per schema")
     p.add_argument("--out", default="step_work.json")
+    p.add_argument("--tokenizer", default="smollm2", help="smollm2 or gemma3")
+    p.add_argument("--files", default=None, help="a file of schema names (one per line) instead of a sample")
     args = p.parse_args(argv)
     files = sorted(f for f in os.listdir(args.data) if f.endswith(".json"))
     sample = random.Random(args.seed).sample(files, min(args.n, len(files)))
-    bundle = load_tokenizer("smollm2")
+    if args.files:
+        with open(args.files) as f:
+            sample = [os.path.basename(x.strip()) for x in f if x.strip()]
+    bundle = load_tokenizer(args.tokenizer)
     steps: list = []
     status: dict[str, int] = {}
     signal.signal(signal.SIGALRM, _alarm)
@@ -107,7 +117,9 @@ def main(argv=None) -> None:
     top = sorted(steps, key=lambda x: -x[1])[:15]
     slow = sorted(steps, key=lambda x: -x[2])[:15]
     result = {
-        "schemas": status, "steps": len(steps),
+        "schemas": status, "steps": len(steps), "tokenizer": args.tokenizer,
+        "units_total": float(units.sum()),
+        "mask_units_total": float(sum(u for k, u, _t, _p in steps if k != "advance")),
         "units_p50_p99_p999_max": [float(np.percentile(units, q)) for q in (50, 99, 99.9)] + [float(units.max())],
         "seconds_max": float(secs.max()),
         "us_per_unit_big_steps": (float(np.median(secs[big] / units[big]) * 1e6) if big.any() else None),

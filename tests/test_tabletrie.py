@@ -16,6 +16,7 @@ from guidewire.core import Vocab, allocate_token_bitmask
 from guidewire.grammar import compile_json_schema, native, tabletrie
 from guidewire.grammar.lexer import START
 from guidewire.grammar.tabletrie import _build_trie, token_trie
+from guidewire.grammar.tableshortcuts import InheritanceShortcuts
 
 needs_native = pytest.mark.skipif(native.module() is None, reason="the C extension is not built or is off")
 
@@ -396,7 +397,7 @@ SLICED_PREFIXES = (b'{"text": "a', b'{"text": "ab cd', b'{"text": "\xc3\xa9t\xc3
 def _slice_spy(monkeypatch):
     """Count trie walks with a UTF-8 slice taken out (built, or over budget so the vectorised build
     ran) and hub tables built by them."""
-    seen = {"sliced": 0, "sliced_fell_back": 0, "hubs": 0, "hub_inherits": 0}
+    seen = {"sliced": 0, "sliced_fell_back": 0, "hubs": 0, "sliced_hubs": 0, "hub_inherits": 0}
     walk = tabletrie.TrieTables._trie_walk
     table = tabletrie.TrieTables._trie_table
 
@@ -404,6 +405,7 @@ def _slice_spy(monkeypatch):
         out = walk(self, compiled, trie, q, refs, first, sliced, budget)
         if sliced is not None:
             seen["sliced" if out is not None else "sliced_fell_back"] += 1
+            seen["sliced_hubs"] += out is not None and self.hub[q] >= 0
         return out
 
     def spy_table(self, q, row, *base):
@@ -443,7 +445,7 @@ def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypat
         check_state(builder, h, tokens)
     assert states == len(SLICED_PREFIXES) and hubs
     assert seen["sliced"] >= 4 and seen["sliced"] > seen["sliced_fell_back"], seen
-    assert seen["hubs"] >= 1, seen     # a hub's table by the sliced walk
+    assert seen["sliced_hubs"] >= 1, seen     # a hub's table by the sliced walk
 
 
 @needs_native
@@ -478,6 +480,16 @@ def test_hub_tables_inherit_from_other_hubs_acyclically(smollm2, monkeypatch):
     chain of hubs, or merged from a reused hub with its inherited rows) is the slow walk's, and
     random walks give the vectorised build's masks, mask by mask."""
     seen = _slice_spy(monkeypatch)
+    plans = {"merged": 0, "kept": 0}
+    planned = InheritanceShortcuts._merge_plan
+
+    def spy_plan(self, q, reused):
+        out = planned(self, q, reused)
+        plans["merged"] += sum(len(pieces) > 1 for _h, _f, pieces, _k in out)   # an inherited table's groups
+        plans["kept"] += sum(bool(kept) for _h, _f, _p, kept in out)
+        return out
+
+    monkeypatch.setattr(InheritanceShortcuts, "_merge_plan", spy_plan)
     g = compile_json_schema(HUB_REFS, smollm2)
     builder = g._builder
     builder.admit = None
@@ -496,20 +508,80 @@ def test_hub_tables_inherit_from_other_hubs_acyclically(smollm2, monkeypatch):
         check_state(builder, h, tokens)
     assert states == len(HUB_REFS_PREFIXES) and len(hubs) >= 3
     assert seen["hub_inherits"] >= 2, seen     # fails where hubs are walked with no reference
-    edges = {h: [r for r, _row in builder.table(h).inherit] for h in hubs}
-    assert sum(map(len, edges.values())) >= 2
+    assert plans["merged"] >= 1 or plans["kept"] >= 1, plans    # a reused hub's inherited rows went along
+    rep = builder.canon
+    for h in hubs:      # every inheritance between hubs is an edge the builder checked (by class)
+        for r, _row in builder.table(h).inherit:
+            assert rep(r) in builder._hub_edges.get(rep(h), ()), (h, r)
 
-    def acyclic_from(h, path=()):   # depth first over the built tables' inheritance
+    def acyclic_from(h, path=()):   # depth first over the classes' edges
         assert h not in path, path + (h,)
-        for r in edges.get(h, ()):
+        for r in builder._hub_edges.get(h, ()):
             acyclic_from(r, path + (h,))
 
-    for h in edges:
+    assert sum(map(len, builder._hub_edges.values())) >= 2
+    for h in list(builder._hub_edges):
         acyclic_from(h)
 
     with_trie = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
     without = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
+    assert len(with_trie) == len(without) and len(with_trie) > 150
+    for a, b in zip(with_trie, without):
+        assert np.array_equal(a, b)
+
+
+@needs_native
+def test_hub_inheritance_survives_evicted_tables(smollm2, monkeypatch):
+    """A table cache that holds a table or two: hub tables are evicted and rebuilt while others
+    inherit from them (the builder keeps every edge, so a rebuilt table closes no cycle). No table
+    is built inside its own build, and random walks give the vectorised build's masks."""
+    from guidewire.core import Limits
+    from guidewire.grammar.tokentable import TableBuilder
+
+    active, nested, evicted = [], [], {"n": 0}
+    original = TableBuilder._table
+
+    def watched(self, q):
+        nested.extend([q] if q in active else [])
+        active.append(q)
+        try:
+            return original(self, q)
+        finally:
+            active.pop()
+
+    def walks(trie: bool):
+        rng = np.random.default_rng(9)
+        g = compile_json_schema(HUB_REFS, smollm2)
+        g.set_limits(Limits(table_cache_bytes=1, mask_cache_bytes=1))    # every new table (and mask) evicts the last
+        trim = g._trim_tables
+
+        def counting():
+            before = len(g._tables)
+            trim()
+            evicted["n"] += before - len(g._tables)
+
+        g._trim_tables = counting
+        out = []
+        bm = allocate_token_bitmask(1, smollm2.vocab_size)
+        for _ in range(5):
+            m = g.matcher()
+            for _ in range(80):
+                m.fill_bitmask(bm, 0)
+                out.append(bm[0].copy())
+                bits = np.flatnonzero(np.unpackbits(bm[0].view(np.uint8), bitorder="little")[:smollm2.vocab_size])
+                bits = bits[~np.isin(bits, list(smollm2.eos_ids))]
+                if not bits.size or not m.advance(int(bits[rng.integers(bits.size)])):
+                    break
+        return out, g
+
+    monkeypatch.setattr(TableBuilder, "_table", watched)
+    with_trie, g = walks(True)
+    assert evicted["n"] >= 20, evicted
+    assert sum(map(len, g._builder._hub_edges.values())) >= 1
+    assert not nested, nested
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
+    without, _g = walks(False)
     assert len(with_trie) == len(without) and len(with_trie) > 150
     for a, b in zip(with_trie, without):
         assert np.array_equal(a, b)

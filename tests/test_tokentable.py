@@ -680,8 +680,16 @@ def test_a_hub_equivalent_to_a_table_being_built_is_not_reused(smollm2, monkeypa
             assert m.advance(tok)
         return g, out
 
-    active, nested, built = [], [], []
+    active, nested, built, refused = [], [], [], []
     original = TableBuilder._table
+    planned = TableBuilder._merge_plan
+
+    def spy_plan(self, q, reused):
+        busy = {self.canon(b) for b in self._busy}
+        refused.extend(h for h, _first in reused if self.canon(h) in busy)
+        return planned(self, q, reused)
+
+    monkeypatch.setattr(TableBuilder, "_merge_plan", spy_plan)
 
     def watched(self, q):
         nested.extend([q] if q in active else [])
@@ -697,6 +705,7 @@ def test_a_hub_equivalent_to_a_table_being_built_is_not_reused(smollm2, monkeypa
     assert len(set(g._rep_list)) < len(g._rep_list)     # some states share a class
     assert sum(g._builder.hub[q] >= 0 for q in set(built)) >= 3, built
     assert not nested, nested
+    assert refused, "no reuse of a hub equivalent to a table being built was refused"
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
     _g, vectorised = masks()
     assert len(with_reuse) == len(vectorised) == len(path)

@@ -296,74 +296,88 @@ class InheritanceShortcuts:
         rep = self.canon or (lambda x: x)
         self._hub_edges.setdefault(rep(q), set()).add(rep(h))
 
-    def _mergeable_hubs(self, q: int, reused: list) -> list[tuple[int, np.ndarray, object]]:
-        """The reused hubs whose tables a base table of ``q`` can merge, as ``(h, first, table)``.
+    def _merge_plan(self, q: int, reused: list) -> list:
+        """How a base table of ``q`` merges the reused hubs ``(h, first)`` it can: a list of
+        ``(h, first, pieces, kept)``, ``pieces`` the ``(table, row)`` pairs whose groups it takes
+        (restricted to ``row``) and ``kept`` the rows it inherits itself.
 
         A hub's table may inherit (from other hubs, acyclically); its inherited rows go along with
-        its groups: kept as ``q``'s own inherited rows where :meth:`_may_inherit` allows it (never
-        for ``START``), else merged from the inherited table in turn. A hub is not reused where
-        that would read the table of a state being built (``q``'s own, say): its first bytes are
-        then walked with the rest."""
+        its groups, restricted to the selected first bytes: kept as ``q``'s own inherited rows where
+        :meth:`_may_inherit` allows it (never for ``START``), else merged from the inherited table in
+        turn (each class's table once per token: a row reaching it again adds only new tokens). The
+        kept edges are recorded at once, so no table built later in this build can close a cycle
+        through ``q``; the tables are looked up here once and the merge reads these very tables. A
+        hub is not reused where that would read the table of a state being built (``q``'s own,
+        say), nor one equivalent to such a state (the same class: its lookup built that table again,
+        inside itself): its first bytes are then walked with the rest."""
         rep = self.canon or (lambda x: x)      # tables are built per class of equivalent states
         busy = {rep(b) for b in self._busy}
-        out = []
+        plan = []
         for h, first in reused:
-            if rep(h) in busy:      # an equivalent of q or of a table being built: its build would
-                continue            # build that table again, inside itself
-            table = self._busy_lookup(h)
-            todo, ok = [table], True
+            if rep(h) in busy:
+                continue
+            pieces, kept, reached, ok = [], {}, {}, True
+            todo = [(self._busy_lookup(h), self.first_byte_row(first))]
             while todo and ok:
-                for h2, _r in todo.pop().inherit:
+                table, part = todo.pop()
+                pieces.append((table, part))
+                for h2, r in table.inherit:
+                    sub = r & part
+                    if not sub.any():
+                        continue
                     if self._may_inherit(q, h2):
-                        continue        # kept as an inherited row
-                    if rep(h2) in busy:
+                        _add_row(kept, h2, sub)
+                        continue
+                    c = rep(h2)
+                    if c in busy:
                         ok = False
                         break
-                    todo.append(self._busy_lookup(h2))
+                    seen = reached.get(c)
+                    if seen is not None:
+                        sub = sub & ~seen
+                        if not sub.any():
+                            continue
+                    reached[c] = sub if seen is None else seen | sub
+                    todo.append((self._busy_lookup(h2), sub))
             if ok:
-                out.append((h, first, table))
-        return out
+                for h2 in kept:
+                    self._inherits_from(q, h2)
+                plan.append((h, first, pieces, kept))
+        return plan
 
     def _busy_lookup(self, h: int):
         """``lookup(h)``, with ``h`` marked busy while its table is built (no reuse cycles)."""
+        if h in self._busy:
+            return self.lookup(h)
         self._busy.add(h)
         try:
             return self.lookup(h)
         finally:
             self._busy.discard(h)
 
-    def _merge_hubs(self, q: int, groups, masks, reused):
-        """Add each reused hub's groups (``(h, first, table)``, see :meth:`_mergeable_hubs`),
-        restricted to the tokens with the selected first bytes, and their inherited rows so
-        restricted: returns ``(groups, masks, inherited rows to keep)``."""
+    def _merge_hubs(self, groups, masks, plan):
+        """Add the groups of a :meth:`_merge_plan`'s pieces, each restricted to its row: returns
+        ``(groups, masks, inherited rows to keep)``."""
         index = {g: i for i, g in enumerate(groups)}
         groups = list(groups)
         extra = []
         kept: dict[int, np.ndarray] = {}
-        todo = [(table, self.first_byte_row(first)) for _h, first, table in reused]
-        while todo:
-            table, sel = todo.pop()
-            sub = table.masks & sel
-            for k in _flatnonzero(sub.any(axis=1)).tolist():
-                g = table.groups[k]
-                i = index.get(g)
-                if i is None:
-                    index[g] = len(groups)
-                    groups.append(g)
-                    extra.append(sub[k][None])
-                elif i < masks.shape[0]:
-                    masks[i] |= sub[k]
-                else:
-                    extra[i - masks.shape[0]] |= sub[k][None]
-            for h2, r in table.inherit:
-                part = r & sel
-                if not part.any():
-                    continue
-                if self._may_inherit(q, h2):
-                    self._inherits_from(q, h2)
-                    _add_row(kept, h2, part)
-                else:               # checked by _mergeable_hubs: not a table being built
-                    todo.append((self._busy_lookup(h2), part))
+        for _h, _first, pieces, kept_here in plan:
+            for table, part in pieces:
+                sub = table.masks & part
+                for k in _flatnonzero(sub.any(axis=1)).tolist():
+                    g = table.groups[k]
+                    i = index.get(g)
+                    if i is None:
+                        index[g] = len(groups)
+                        groups.append(g)
+                        extra.append(sub[k][None])
+                    elif i < masks.shape[0]:
+                        masks[i] |= sub[k]
+                    else:
+                        extra[i - masks.shape[0]] |= sub[k][None]
+            for h2, r in kept_here.items():
+                _add_row(kept, h2, r)
         if extra:
             masks = np.concatenate([masks] + extra)
         return tuple(groups), masks, kept

@@ -12,9 +12,10 @@ nodes where the readings differ are visited (llguidance's trie walk with subtree
 applied to the table of a lexer state rather than to each mask). A state with little to meet
 (a ``maxLength`` counter, and a hub, walked beside built hub tables only) is walked with its UTF-8 slice
 taken out (:class:`TrieSlice`): the slice's members are answered by its rows and only the other
-tokens' paths are visited. The vectorised build is the reference and the fallback (no compiled
-module, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES`, or
-:data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out). Where the walk reaches lexer
+tokens' paths are visited; a hub with no slice is walked plainly beside those hubs. The vectorised
+build is the reference and the fallback (no compiled module, or a walk past its budget:
+:data:`~.tabletuning.TRIE_NODES`, or :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken
+out or for a hub). Where the walk reaches lexer
 rows not made yet (a lazily built lexer), it leaves those subtrees on a frontier and resumes below
 them once the rows are made."""
 
@@ -267,7 +268,7 @@ class TrieTables:
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
         no table cache to inherit from, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES` nodes,
-        :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out).
+        :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out or for a hub with no slice).
 
         A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
         body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
@@ -280,9 +281,12 @@ class TrieTables:
             return None
         trie = token_trie(self.vocab)
         first = np.ascontiguousarray(row != DEAD).view(np.uint8)
-        if base:    # beside the hubs whose tables are built (a mask reads them: no tables built for it
-            refs = [h for h in self._trie_refs(compiled, q, first)      # alone) and whose inheritance
-                    if self._may_inherit(q, h) and self.has_table is not None and self.has_table(h)]   # never
+        if base:
+            # beside the hubs whose tables are built (a mask reads an inherited table: no table is
+            # built for it alone) and whose inheritance never leads back to q (no cycles)
+            built = self.has_table
+            refs = [h for h in self._trie_refs(compiled, q, first)
+                    if built is not None and built(h) and self._may_inherit(q, h)]
             got = None      # a hub's plain walk meets little: most of the trie
         else:
             refs = self._trie_refs(compiled, q, first)

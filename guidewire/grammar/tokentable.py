@@ -140,13 +140,13 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
         base = q == START or bool(self.hub[q] >= 0)
         reused = self._reusable_hubs(q, row)
         if reused and base:
-            reused = self._mergeable_hubs(q, reused)
+            reused = self._merge_plan(q, reused)
         if reused:
             row = row.copy()
-            for _h, first, *_table in reused:
+            for _h, first, *_plan in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         if q != START:  # a few bytes from a hub or START: the trie walk visits only where they differ
-            got = self._trie_table(q, row, base)     # (a hub: its slice taken out, nothing inherited)
+            got = self._trie_table(q, row, base)     # (a hub: its slice taken out, beside built hub tables)
             if got is not None:
                 groups, masks, inherit = got
                 return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
@@ -208,7 +208,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
         """Add the reused hubs' tokens (merged into a base table's groups, else inherited) and
         make the :class:`TokenTable`."""
         if reused and base:
-            groups, masks, kept = self._merge_hubs(q, groups, masks, reused)
+            groups, masks, kept = self._merge_hubs(groups, masks, reused)
             for h, r in kept.items():
                 _add_row(inherit, h, r)
         else:
