@@ -134,9 +134,12 @@ def test_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch, sch
         assert seen["from_shadow"], seen    # key states meet their shadow (the counter without the names)
 
 
-def _walk_masks(schema, vocab, rng, walks=4, steps=120):
-    """Masks of random walks through ``schema``'s grammar (tokens drawn from each mask)."""
+def _walk_masks(schema, vocab, rng, walks=4, steps=120, prepare=None):
+    """Masks of random walks through ``schema``'s grammar (tokens drawn from each mask);
+    ``prepare(grammar)`` runs once it is compiled."""
     g = compile_json_schema(schema, vocab)
+    if prepare is not None:
+        prepare(g)
     out = []
     bm = allocate_token_bitmask(1, vocab.vocab_size)
     for _ in range(walks):
@@ -421,6 +424,25 @@ def _slice_spy(monkeypatch):
     return seen
 
 
+def _check_states_and_hubs(vocab, g, prefixes, alphabet: bytes, seed: int, hubs_limit=None):
+    """Every sampled token's reading (``check_state``) at the lexer state after each prefix, then at
+    the hubs the lexer copied (the first ``hubs_limit``); returns ``(states checked, hubs)``."""
+    builder = g._builder
+    rng = np.random.default_rng(seed)
+    tokens = interesting_tokens(vocab, alphabet, rng, limit=3000)
+    tokens += rng.choice(vocab.normal_ids, 4000, replace=False).tolist()
+    states = 0
+    for prefix in prefixes:
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        assert state is not None, prefix
+        check_state(builder, state[1], tokens)
+        states += 1
+    hubs = [int(h) for h in np.flatnonzero(builder.hub >= 0) if h != START and builder._copied[h]][:hubs_limit]
+    for h in hubs:
+        check_state(builder, h, tokens)
+    return states, hubs
+
+
 @needs_native
 def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypatch):
     """Counter states (alone, in product with a pattern string, near their end, after an escape),
@@ -429,20 +451,10 @@ def test_sliced_trie_tables_read_every_token_as_the_slow_walk(smollm2, monkeypat
     the slow walk's, in one place only."""
     seen = _slice_spy(monkeypatch)
     g = compile_json_schema(SLICED, smollm2)
-    builder = g._builder
-    builder.admit = None
-    rng = np.random.default_rng(1)
-    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefgiklmnorstuxy-\\ \n\xc3\xa9', rng, limit=3000)
-    tokens += rng.choice(smollm2.normal_ids, 4000, replace=False).tolist()
-    states = 0
-    for prefix in SLICED_PREFIXES:
-        state = g.step_bytes(g.earley.initial, START, prefix)
-        assert state is not None, prefix
-        check_state(builder, state[1], tokens)
-        states += 1
-    hubs = [int(h) for h in np.flatnonzero(builder.hub >= 0) if h != START and builder._copied[h]][:3]
-    for h in hubs:      # the hubs the key and string states walk through (the key string's body)
-        check_state(builder, h, tokens)
+    g._builder.admit = None
+    # the states of the prefixes, and the hubs the key and string states walk through (the key string's body)
+    states, hubs = _check_states_and_hubs(smollm2, g, SLICED_PREFIXES, b'"{}:,0123456789abcdefgiklmnorstuxy-\\ \n\xc3\xa9',
+                                          1, hubs_limit=3)
     assert states == len(SLICED_PREFIXES) and hubs
     assert seen["sliced"] >= 4 and seen["sliced"] > seen["sliced_fell_back"], seen
     assert seen["sliced_hubs"] >= 1, seen     # a hub's table by the sliced walk
@@ -494,18 +506,8 @@ def test_hub_tables_inherit_from_other_hubs_acyclically(smollm2, monkeypatch):
     builder = g._builder
     builder.admit = None
     monkeypatch.setattr(g, "_prune", lambda table: table)    # a reused hub's table whole too (not pruned)
-    rng = np.random.default_rng(3)
-    tokens = interesting_tokens(smollm2, b'"{}:,0123456789abcdefgiklmnorstuxy-.\\ \n\xc3\xa9', rng, limit=3000)
-    tokens += rng.choice(smollm2.normal_ids, 4000, replace=False).tolist()
-    states = 0
-    for prefix in HUB_REFS_PREFIXES:
-        state = g.step_bytes(g.earley.initial, START, prefix)
-        assert state is not None, prefix
-        check_state(builder, state[1], tokens)
-        states += 1
-    hubs = [int(h) for h in np.flatnonzero(builder.hub >= 0) if h != START and builder._copied[h]]
-    for h in hubs:
-        check_state(builder, h, tokens)
+    states, hubs = _check_states_and_hubs(smollm2, g, HUB_REFS_PREFIXES,
+                                          b'"{}:,0123456789abcdefgiklmnorstuxy-.\\ \n\xc3\xa9', 3)
     assert states == len(HUB_REFS_PREFIXES) and len(hubs) >= 3
     assert seen["hub_inherits"] >= 2, seen     # fails where hubs are walked with no reference
     assert plans["merged"] >= 1 or plans["kept"] >= 1, plans    # a reused hub's inherited rows went along
@@ -550,9 +552,9 @@ def test_hub_inheritance_survives_evicted_tables(smollm2, monkeypatch):
         finally:
             active.pop()
 
-    def walks(trie: bool):
-        rng = np.random.default_rng(9)
-        g = compile_json_schema(HUB_REFS, smollm2)
+    grammars = []
+
+    def tiny_caches(g):
         g.set_limits(Limits(table_cache_bytes=1, mask_cache_bytes=1))    # every new table (and mask) evicts the last
         trim = g._trim_tables
 
@@ -562,26 +564,15 @@ def test_hub_inheritance_survives_evicted_tables(smollm2, monkeypatch):
             evicted["n"] += before - len(g._tables)
 
         g._trim_tables = counting
-        out = []
-        bm = allocate_token_bitmask(1, smollm2.vocab_size)
-        for _ in range(5):
-            m = g.matcher()
-            for _ in range(80):
-                m.fill_bitmask(bm, 0)
-                out.append(bm[0].copy())
-                bits = np.flatnonzero(np.unpackbits(bm[0].view(np.uint8), bitorder="little")[:smollm2.vocab_size])
-                bits = bits[~np.isin(bits, list(smollm2.eos_ids))]
-                if not bits.size or not m.advance(int(bits[rng.integers(bits.size)])):
-                    break
-        return out, g
+        grammars.append(g)
 
     monkeypatch.setattr(TableBuilder, "_table", watched)
-    with_trie, g = walks(True)
+    with_trie = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(9), walks=5, steps=80, prepare=tiny_caches)
     assert evicted["n"] >= 20, evicted
-    assert sum(map(len, g._builder._hub_edges.values())) >= 1
+    assert sum(map(len, grammars[0]._builder._hub_edges.values())) >= 1
     assert not nested, nested
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
-    without, _g = walks(False)
+    without = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(9), walks=5, steps=80, prepare=tiny_caches)
     assert len(with_trie) == len(without) and len(with_trie) > 150
     for a, b in zip(with_trie, without):
         assert np.array_equal(a, b)
