@@ -274,13 +274,17 @@ class InheritanceShortcuts:
                 for h, sel in compiled.reusable_hubs(self.dfa.trans, self.hub, self.emit, q, row, busy,
                                                      tuning.MIN_REUSED_BYTES, START)]
 
+    def _class_of(self, q: int) -> int:
+        """The representative of ``q``'s class of equivalent states (tables are built per class)."""
+        return q if self.canon is None else self.canon(q)
+
     def _may_inherit(self, q: int, h: int) -> bool:
         """Whether the table of hub ``q`` may inherit from hub ``h``: not ``START`` (it inherits
         nothing), and the inheritance of the hub tables built so far never leads from ``h`` back to
         ``q`` (their edges are kept, evicted tables' too), so a mask that follows it ends."""
         if q == START or h == START:
             return False
-        rep = self.canon or (lambda x: x)      # tables are built per class of equivalent states
+        rep = self._class_of
         q, seen, todo = rep(q), set(), [rep(h)]
         while todo:
             a = todo.pop()
@@ -293,8 +297,7 @@ class InheritanceShortcuts:
 
     def _inherits_from(self, q: int, h: int) -> None:
         """Record that hub ``q``'s table inherits from hub ``h`` (see :meth:`_may_inherit`)."""
-        rep = self.canon or (lambda x: x)
-        self._hub_edges.setdefault(rep(q), set()).add(rep(h))
+        self._hub_edges.setdefault(self._class_of(q), set()).add(self._class_of(h))
 
     def _merge_plan(self, q: int, reused: list) -> list:
         """How a base table of ``q`` merges the reused hubs ``(h, first)`` it can: a list of
@@ -310,7 +313,7 @@ class InheritanceShortcuts:
         hub is not reused where that would read the table of a state being built (``q``'s own,
         say), nor one equivalent to such a state (the same class: its lookup built that table again,
         inside itself): its first bytes are then walked with the rest."""
-        rep = self.canon or (lambda x: x)      # tables are built per class of equivalent states
+        rep = self._class_of
         busy = {rep(b) for b in self._busy}
         plan = []
         for h, first in reused:
