@@ -36,9 +36,12 @@ __all__ = ["TokenTrie", "TrieSlice", "prepare_trie", "range_max", "token_trie", 
 _TRIE_KEY = "tokentable.trie"
 _CHARS_KEY = "tokentable.trie_chars"
 _SLICE_KEY = "tokentable.trie_slices"
-_SLICE_BYTES = 32 << 20     # per vocabulary, for trie_slice (a slice is 5 bytes per token)
+_SLICE_BYTES = (32 << 20, 512)     # per vocabulary, for trie_slice (a slice is 5 bytes per token): see cache_budget
 _FRONT_START = 4096   # subtrees a trie walk may leave for rows not made yet, per round, at first
-_FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again)
+_FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again);
+# a walk with the large budget (a hub's, a sliced one) starts with the most: a Gemma-3 hub of a product
+# lexer filled 4,096 after 291k of its 441k nodes and walked them again (the arrays are not touched
+# beyond what a round writes)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
@@ -160,7 +163,7 @@ def _build_trie(vocab) -> TokenTrie:
 
 def trie_slice(vocab, class_set: np.ndarray) -> TrieSlice:
     """The :class:`TrieSlice` of ``vocab``'s UTF-8 slice for the 256-bool class ``class_set``
-    (:func:`~.vocabindex.utf8_slice`), memoised per vocabulary (bounded by :data:`_SLICE_BYTES`)."""
+    (:func:`~.vocabindex.utf8_slice`), memoised per vocabulary (bounded by :data:`_SLICE_BYTES`, see :func:`~.vocabindex.cache_budget`)."""
     return _byte_set_cached(vocab, _SLICE_KEY, class_set, _build_trie_slice, lambda t: t.nbytes, _SLICE_BYTES)
 
 
@@ -346,7 +349,7 @@ class TrieTables:
         gid, tok = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
         width = 5 + len(refs)           # a frontier entry (see _native_trie.c)
         # a lexer mirrored whole never defers a subtree; else the frontier starts small and grows
-        slots = 1 if self._rows is not None else min(_FRONT_START, _FRONT_SLOTS)
+        slots = 1 if self._rows is not None else (_FRONT_SLOTS if budget > tuning.TRIE_NODES else _FRONT_START)
         fronts, pools = _frontier_buffers(slots, width, trie.max_depth)     # in, out: swapped each round
         n_in = 0
         ref_arr = np.asarray(refs, dtype=np.int64)

@@ -31,13 +31,17 @@ _CANDIDATES_KEY = "tokentable.first_tokens"
 _WITHIN_KEY = "tokentable.tails_within"
 _UTF8_KEY = "tokentable.utf8_tokens"
 _SLICE_KEY = "tokentable.utf8_slices"
-SLICE_CACHE_BYTES = 96 << 20       # per vocabulary, for :func:`utf8_slice`
-WITHIN_CACHE_BYTES = 8 << 20       # per vocabulary, for :func:`tails_within`
-CANDIDATE_CACHE_BYTES = 64 << 20   # candidate token lists memoised per vocabulary
+# Per-vocabulary memo bounds: at least the first figure, and the second per token of the vocabulary
+# (an entry holds a few arrays over the vocabulary, so a fixed bound held a fifth as many entries of
+# Gemma-3's 262k tokens as of SmolLM2's 49k: a long-lived process rebuilt slices and loop runs,
+# 1-4 ms each, inside the first-visit masks that needed them again; see :func:`cache_budget`)
+SLICE_CACHE_BYTES = (96 << 20, 1024)        # for :func:`utf8_slice` (Gemma-3: 256 MiB)
+WITHIN_CACHE_BYTES = (8 << 20, 64)          # for :func:`tails_within`
+CANDIDATE_CACHE_BYTES = (64 << 20, 0)       # candidate token lists
 FIRST_ROW_UNION = 16       # build a first-byte row as a union of at most this many byte rows
-FIRST_ROW_CACHE_BYTES = 32 << 20   # first-byte rows memoised per vocabulary
-LOOP_CACHE_BYTES = 32 << 20   # per vocabulary, for :func:`loop_runs`
-RUN_ENDS_CACHE_BYTES = 96 << 20   # per vocabulary, for :func:`loop_run_ends` (the numpy walk's)
+FIRST_ROW_CACHE_BYTES = (32 << 20, 256)     # first-byte rows
+LOOP_CACHE_BYTES = (32 << 20, 384)          # for :func:`loop_runs` (Gemma-3: 96 MiB)
+RUN_ENDS_CACHE_BYTES = (96 << 20, 0)        # for :func:`loop_run_ends` (the numpy walk's)
 _VOCAB_CACHE_LOCK = threading.Lock()   # guards the per-vocabulary LRU memos (see _byte_set_cached)
 
 
@@ -152,8 +156,15 @@ class LoopRuns:
         return self.exits.nbytes + self.exit_bucket.nbytes + self.stay_row.nbytes + self.exit_byte.nbytes
 
 
-def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budget: int):
-    """Per-vocabulary LRU memo keyed by a 256-bool byte set, bounded by ``budget`` bytes.
+def cache_budget(vocab, bound: tuple[int, int]) -> int:
+    """The byte bound of a per-vocabulary memo: ``bound = (floor, bytes per token)``, the larger
+    of the floor and the per-token figure times the vocabulary's size."""
+    floor, per_token = bound
+    return max(floor, per_token * len(vocab.token_bytes))
+
+
+def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, bound: tuple[int, int]):
+    """Per-vocabulary LRU memo keyed by a 256-bool byte set, bounded by :func:`cache_budget` of ``bound``.
 
     ``build(vocab, byte_set)`` makes a missing value (a pure function: it runs outside the
     lock, and two threads may build the same value, of which the first stored is kept);
@@ -174,6 +185,7 @@ def _byte_set_cached(vocab, name: str, byte_set: np.ndarray, build, nbytes, budg
             cache.move_to_end(key)
             return old
         cache[key] = value
+        budget = cache_budget(vocab, bound)
         total = vocab._cache.get(name + ".bytes", 0) + nbytes(value)   # running total
         while len(cache) > 1 and total > budget:
             total -= nbytes(cache.popitem(last=False)[1])
