@@ -620,3 +620,62 @@ def test_trie_slice_members_and_subtree_characters(smollm2):
         lo, hi = trie.node_tok[k], trie.node_tok[trie.node_end[k]]
         assert sl.subtree_chars[k] == sl.chars[lo:hi].max()
     assert checked > 1000
+
+
+# free keys beside values whose patterns make the key string a product of pattern strings: at `{"`
+# the lexer state has several pattern hubs near it, one per set of patterns still alive
+PATTERN_KEYS = {"type": "object", "properties": {
+    "users": {"type": "array", "items": {"type": "object", "properties": {
+        "lid": {"type": "string", "pattern": "^[a-z\\d\\.\\+-]+$"},
+        "mail": {"type": "string", "pattern": "^[a-z\\d_\\.\\+-]+@([a-z\\d\\.-]+\\.)*[a-z]+$"},
+        "domain": {"type": "string", "pattern": "^[a-z\\d\\.-]*$"}}}},
+    "name": {"type": "string"}}}
+PATTERN_KEYS_PREFIXES = (b'{"', b'{"u', b'{"us', b'{"na', b'{"x', b'{"1', b'{"users": [{"l', b'{"users": [{"mail": "a.b')
+
+
+def _hub_tables_of_first_key(vocab, monkeypatch) -> list[int]:
+    """The hub tables built by the mask at the first key (``{"``) of PATTERN_KEYS."""
+    from guidewire.grammar import tokentable
+
+    g = compile_json_schema(PATTERN_KEYS, vocab)
+    state = g.step_bytes(g.earley.initial, START, b'{"')
+    built: list[int] = []
+    original = tokentable.TableBuilder.table
+
+    def spy(self, q):
+        if self.hub[q] >= 0:
+            built.append(q)
+        return original(self, q)
+
+    monkeypatch.setattr(tokentable.TableBuilder, "table", spy)
+    g.mask(*state)
+    monkeypatch.setattr(tokentable.TableBuilder, "table", original)
+    return built
+
+
+@needs_native
+def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, monkeypatch):
+    """A key state with several pattern-string hubs near it, none built: its walk meets none of them
+    (it walks their tokens itself), so its first mask builds one hub table (the key string's body,
+    whose first bytes it reuses) where meeting them built four; every token's reading at the key
+    states and the hubs is the slow walk's, and random walks give the vectorised build's masks."""
+    import guidewire.grammar.tabletuning as tt
+
+    monkeypatch.setattr(tt, "TRIE_UNBUILT_REFS", 99)      # meet every hub near it, built or not
+    assert len(_hub_tables_of_first_key(smollm2, monkeypatch)) >= 3
+    monkeypatch.undo()
+    assert len(_hub_tables_of_first_key(smollm2, monkeypatch)) <= 1
+
+    g = compile_json_schema(PATTERN_KEYS, smollm2)
+    g._builder.admit = None
+    monkeypatch.setattr(g, "_prune", lambda table: table)    # a reused hub's table whole too (not pruned)
+    states, hubs = _check_states_and_hubs(smollm2, g, PATTERN_KEYS_PREFIXES,
+                                          b'"{}:,0123456789abcdefgiklmnorsux-.+@_\\ \n\xc3\xa9', 5)
+    assert states == len(PATTERN_KEYS_PREFIXES) and len(hubs) >= 3
+
+    with_trie = _walk_masks(PATTERN_KEYS, smollm2, np.random.default_rng(11), walks=6, steps=90)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
+    without = _walk_masks(PATTERN_KEYS, smollm2, np.random.default_rng(11), walks=6, steps=90)
+    assert len(with_trie) == len(without) and len(with_trie) > 150
+    for a, b in zip(with_trie, without):
+        assert np.array_equal(a, b)

@@ -226,6 +226,24 @@ class TrieTables:
         busy = np.fromiter(self._busy, dtype=np.int64, count=len(self._busy))
         return compiled.trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy, _MAX_REFS)
 
+    def _affordable_refs(self, refs: list[int], reused) -> list[int]:
+        """``refs`` less the hubs whose tables are not built, when there are more than
+        :data:`~.tabletuning.TRIE_UNBUILT_REFS` of them (``START`` and the ``reused`` hubs aside).
+
+        A subtree that meets a hub inherits that hub's row, so the mask that first reads this table
+        builds the hub's table too, for all its tokens, to answer the few that met it. Beside one such
+        hub (a key string's body) that pays; a key state inside a product of pattern strings meets five
+        to eight (each pattern alive or not makes its own hub), and its first mask built them all (a
+        Gemma-3 schema's first key: 8 tables, 25-50 ms). There the walk meets built tables only and
+        walks the rest itself: exact either way (the meeting, not the choice, makes it exact)."""
+        built = self.has_table
+        if built is None:
+            return refs
+        unbuilt = {h for h in refs if h != START and h not in reused and not built(h)}
+        if len(unbuilt) <= tuning.TRIE_UNBUILT_REFS:
+            return refs
+        return [h for h in refs if h not in unbuilt]
+
     def _shadow(self, q: int) -> int | None:
         """The lexer state of ``q``'s NFA states less those of its *narrow* terminals (a handful of
         strings each: a property name, an enum constant), when that drops some and leaves some.
@@ -267,7 +285,7 @@ class TrieTables:
         hubs = near[(self.hub.take(near) >= 0) & self._copied.take(near)]
         return [h for h in _distinct(hubs) if h != q and h not in self._busy][:_MAX_REFS] + [START]
 
-    def _trie_table(self, q: int, row: np.ndarray, base: bool = False):
+    def _trie_table(self, q: int, row: np.ndarray, base: bool = False, reused=()):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
         no table cache to inherit from, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES` nodes,
@@ -278,7 +296,9 @@ class TrieTables:
         members answered by the slice's rows and only the rest of the trie walked. A hub's table
         (``base``) is walked with its slice taken out (plainly where it has none) beside the hubs
         whose tables are built and whose inheritance never leads back to it
-        (:meth:`~.tableshortcuts.InheritanceShortcuts._may_inherit`)."""
+        (:meth:`~.tableshortcuts.InheritanceShortcuts._may_inherit`). Another table meets the hubs
+        near it (:meth:`_affordable_refs`; ``reused``: the hubs whose first bytes its table reuses,
+        built by the mask anyway) and, with no slice, is walked plainly with the large budget."""
         compiled = native.module()
         if compiled is None or self.lookup is None:
             return None
@@ -292,7 +312,7 @@ class TrieTables:
                     if built is not None and built(h) and self._may_inherit(q, h)]
             got = None      # a hub's plain walk meets little: most of the trie
         else:
-            refs = self._trie_refs(compiled, q, first)
+            refs = self._affordable_refs(self._trie_refs(compiled, q, first), reused)
             shadow = self._shadow(q)
             if shadow is not None and shadow not in refs:
                 refs.insert(len(refs) - 1, shadow)      # before START: a base table is met first
@@ -302,7 +322,7 @@ class TrieTables:
             firsts = _flatnonzero(first)
             plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
             if plan is None:
-                if not (base and refs):     # a hub with no slice may still meet other hubs
+                if base and not refs:       # a hub with no slice and no hub to meet: the vectorised build
                     return None
                 got = self._trie_walk(compiled, trie, q, refs, first, None, tuning.TRIE_SLICED_NODES)
                 return None if got is None else self._trie_result(q, got, refs, base, [])

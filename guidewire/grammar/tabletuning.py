@@ -22,6 +22,8 @@ TRIE_NODES = 4096      # a trie walk of a table (see tabletrie) visits at most t
 TRIE_SLICED_NODES = 1 << 20  # ... and a walk with the state's UTF-8 slice taken out this many (its members
                         # are skipped: what is left is what the vectorised build would walk too)
 TRIE_REF_ROWS = 32       # lexer rows a table's reference walks may have made (a shadow's product is lazily built)
+TRIE_UNBUILT_REFS = 1    # a non-base table's walk meets hubs whose tables are not built only if at most this many
+                        # (else it meets built tables only: each hub met is a table its first mask builds)
 FEW_TOKENS = 96         # a state with at most this many live tokens skips every shortcut (one pass)
 DEAD_CUT_RATIO = 4      # candidates are cut by second byte when at least 1 in this many die there
 DEAD_DROP_RATIO = 4     # walked tokens are compacted before grouping when under 1 in this many live

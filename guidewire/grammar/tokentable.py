@@ -146,7 +146,7 @@ class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, 
             for _h, first, *_plan in reused:
                 row[first] = DEAD   # these first bytes are answered by the hub's own table
         if q != START:  # a few bytes from a hub or START: the trie walk visits only where they differ
-            got = self._trie_table(q, row, base)     # (a hub: its slice taken out, beside built hub tables)
+            got = self._trie_table(q, row, base, [h for h, *_plan in reused])  # (a hub: sliced, beside built hubs)
             if got is not None:
                 groups, masks, inherit = got
                 return self._finish_table(q, base, groups, masks, reused, inherit, restart_lexeme, restart_mask)
