@@ -154,6 +154,17 @@ def _walk_masks(schema, vocab, rng, walks=4, steps=120, prepare=None):
     return out
 
 
+def _assert_masks_as_vectorised(schema, vocab, monkeypatch, seed: int) -> None:
+    """Random walks (6 x 90 steps, the same token choices) give the same masks with the trie path
+    and with the vectorised build only (the trie path switched off afterwards)."""
+    with_trie = _walk_masks(schema, vocab, np.random.default_rng(seed), walks=6, steps=90)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
+    without = _walk_masks(schema, vocab, np.random.default_rng(seed), walks=6, steps=90)
+    assert len(with_trie) == len(without) and len(with_trie) > 150
+    for a, b in zip(with_trie, without):
+        assert np.array_equal(a, b)
+
+
 @needs_native
 @pytest.mark.parametrize("budget", [4096, 3], ids=["walked", "over-budget"])
 def test_masks_with_and_without_the_trie_path_are_identical(smollm2, monkeypatch, budget):
@@ -525,12 +536,7 @@ def test_hub_tables_inherit_from_other_hubs_acyclically(smollm2, monkeypatch):
     for h in list(builder._hub_edges):
         acyclic_from(h)
 
-    with_trie = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
-    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
-    without = _walk_masks(HUB_REFS, smollm2, np.random.default_rng(7), walks=6, steps=90)
-    assert len(with_trie) == len(without) and len(with_trie) > 150
-    for a, b in zip(with_trie, without):
-        assert np.array_equal(a, b)
+    _assert_masks_as_vectorised(HUB_REFS, smollm2, monkeypatch, seed=7)
 
 
 @needs_native
@@ -673,9 +679,4 @@ def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, mon
                                           b'"{}:,0123456789abcdefgiklmnorsux-.+@_\\ \n\xc3\xa9', 5)
     assert states == len(PATTERN_KEYS_PREFIXES) and len(hubs) >= 3
 
-    with_trie = _walk_masks(PATTERN_KEYS, smollm2, np.random.default_rng(11), walks=6, steps=90)
-    monkeypatch.setattr(tabletrie.TrieTables, "_trie_table", lambda self, q, row, *base: None)
-    without = _walk_masks(PATTERN_KEYS, smollm2, np.random.default_rng(11), walks=6, steps=90)
-    assert len(with_trie) == len(without) and len(with_trie) > 150
-    for a, b in zip(with_trie, without):
-        assert np.array_equal(a, b)
+    _assert_masks_as_vectorised(PATTERN_KEYS, smollm2, monkeypatch, seed=11)
