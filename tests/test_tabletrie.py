@@ -236,6 +236,42 @@ def test_trie_walk_makes_the_rows_of_a_lazy_lexer(smollm2, monkeypatch, ref_rows
 
 
 @needs_native
+def test_large_walks_start_with_the_largest_frontier(smollm2, monkeypatch):
+    """In a lexer built row by row, a walk with the large budget (a hub's, a sliced one) starts with
+    ``_FRONT_SLOTS`` frontier entries (a wide frontier filled the first size and walked again); a
+    first walk with the small budget starts with ``_FRONT_START``."""
+    import guidewire.grammar.tabletuning as tt
+    from guidewire.grammar import compiled as compiled_grammar
+
+    monkeypatch.setattr(compiled_grammar, "EAGER_LEXER_STATES", 1)
+    starts = {"large": [], "small": []}
+    walk, buffers = tabletrie.TrieTables._trie_walk, tabletrie._frontier_buffers
+    current = []
+
+    def spy_walk(self, compiled, trie, q, refs, first, sliced, budget):
+        current.append("large" if budget > tt.TRIE_NODES else "small")
+        try:
+            return walk(self, compiled, trie, q, refs, first, sliced, budget)
+        finally:
+            current.pop()
+
+    def spy_buffers(slots, width, max_depth):
+        starts[current[-1]].append(slots)
+        return buffers(slots, width, max_depth)
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_walk", spy_walk)
+    monkeypatch.setattr(tabletrie, "_frontier_buffers", spy_buffers)
+    g = compile_json_schema(SLICED, smollm2)
+    assert g._builder._rows is None
+    for prefix in SLICED_PREFIXES:
+        state = g.step_bytes(g.earley.initial, START, prefix)
+        g.mask(*state)
+    assert starts["large"] and starts["small"], starts
+    assert starts["small"][0] == tabletrie._FRONT_START
+    assert set(starts["large"]) == {tabletrie._FRONT_SLOTS}, starts
+
+
+@needs_native
 def test_trie_walk_refuses_bad_arrays(smollm2):
     """Typed errors for arrays that do not fit (never a read out of bounds)."""
     trie = token_trie(smollm2)
@@ -670,7 +706,18 @@ def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, mon
     monkeypatch.setattr(tt, "TRIE_UNBUILT_REFS", 99)      # meet every hub near it, built or not
     assert len(_hub_tables_of_first_key(smollm2, monkeypatch)) >= 3
     monkeypatch.undo()
+    plain = []      # non-hub states walked plainly (no slice) with the large budget
+    walk = tabletrie.TrieTables._trie_walk
+
+    def spy_walk(self, compiled, trie, q, refs, first, sliced, budget):
+        if sliced is None and budget == tt.TRIE_SLICED_NODES and self.hub[q] < 0:
+            plain.append(q)
+        return walk(self, compiled, trie, q, refs, first, sliced, budget)
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_walk", spy_walk)
     assert len(_hub_tables_of_first_key(smollm2, monkeypatch)) <= 1
+    assert plain, "the key state's table by a plain walk with the large budget"
+    monkeypatch.undo()
 
     g = compile_json_schema(PATTERN_KEYS, smollm2)
     g._builder.admit = None

@@ -70,3 +70,13 @@ def test_a_real_vocabulary_keeps_its_slices_within_the_bound(smollm2):
     total = smollm2._cache[vocabindex._SLICE_KEY + ".bytes"]
     assert len(held) >= 12 and total == sum(s.nbytes for s in held.values())
     assert total <= cache_budget(smollm2, vocabindex.SLICE_CACHE_BYTES)
+
+
+def test_the_per_token_bound_decides_what_is_kept():
+    """A 100-token vocabulary with a bound of (40 bytes, 1 byte a token): 100 bytes hold two 40-byte
+    entries where the floor alone would hold one."""
+    v = _vocab(100)
+    for b in (1, 2, 3):
+        _byte_set_cached(v, "test.scaled", _set(b), lambda _v, _s: np.zeros(10, dtype=np.int32),
+                         lambda a: a.nbytes, (40, 1))
+    assert len(v._cache["test.scaled"]) == 2 and v._cache["test.scaled.bytes"] == 80

@@ -5,17 +5,19 @@ property-name trie inside a key string, an escape inside a string body. Its tabl
 from the hub's in a handful of tokens, and the vectorised build finds them with a dozen array
 passes and several shortcuts (hundreds of numpy calls, the bulk of the slow masks). Here the
 vocabulary is walked as a trie, depth first, beside the walks from ``START``, from the hubs
-one or two bytes away and from the state's shadow (see :meth:`TrieTables._shadow`): a subtree
+one or two bytes away (not those whose tables are not built, where there are several:
+:meth:`TrieTables._affordable_refs`) and from the state's shadow (see :meth:`TrieTables._shadow`): a subtree
 whose walk meets a reference walk before either ends a lexeme
 reads as from that reference and is inherited whole, a dead one is skipped, and only the few
 nodes where the readings differ are visited (llguidance's trie walk with subtree skipping,
 applied to the table of a lexer state rather than to each mask). A state with little to meet
 (a ``maxLength`` counter, and a hub, walked beside built hub tables only) is walked with its UTF-8 slice
 taken out (:class:`TrieSlice`): the slice's members are answered by its rows and only the other
-tokens' paths are visited; a hub with no slice is walked plainly beside those hubs. The vectorised
-build is the reference and the fallback (no compiled module, or a walk past its budget:
-:data:`~.tabletuning.TRIE_NODES`, or :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken
-out or for a hub). Where the walk reaches lexer
+tokens' paths are visited; a state with no slice is walked plainly (a hub beside those hubs). The
+vectorised build is the reference and the fallback (no compiled module, a hub with neither a slice
+nor a built hub to meet, or a walk past its budget: a first walk past :data:`~.tabletuning.TRIE_NODES`
+is tried again with the slice taken out, or plainly, up to :data:`~.tabletuning.TRIE_SLICED_NODES`).
+Where the walk reaches lexer
 rows not made yet (a lazily built lexer), it leaves those subtrees on a frontier and resumes below
 them once the rows are made."""
 
@@ -39,7 +41,8 @@ _SLICE_KEY = "tokentable.trie_slices"
 _SLICE_BYTES = (32 << 20, 512)     # per vocabulary, for trie_slice (a slice is 5 bytes per token): see cache_budget
 _FRONT_START = 4096   # subtrees a trie walk may leave for rows not made yet, per round, at first
 _FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again);
-# a walk with the large budget (a hub's, a sliced one) starts with the most: a Gemma-3 hub of a product
+# a walk with the large budget (a hub's, a sliced one, a plain one after the small budget) starts with the
+# most: a Gemma-3 hub of a product
 # lexer filled 4,096 after 291k of its 441k nodes and walked them again (the arrays are not touched
 # beyond what a round writes)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
@@ -227,8 +230,9 @@ class TrieTables:
         return compiled.trie_refs(self.trans, self._copied.view(np.uint8), self.hub, q, first, busy, _MAX_REFS)
 
     def _affordable_refs(self, refs: list[int], reused) -> list[int]:
-        """``refs`` less the hubs whose tables are not built, when there are more than
-        :data:`~.tabletuning.TRIE_UNBUILT_REFS` of them (``START`` and the ``reused`` hubs aside).
+        """``refs`` less the hubs whose tables are not built, when they are of more than
+        :data:`~.tabletuning.TRIE_UNBUILT_REFS` classes (``START`` and the classes of the ``reused``
+        hubs aside; the shadow, added after this, is not a hub and is not counted).
 
         A subtree that meets a hub inherits that hub's row, so the mask that first reads this table
         builds the hub's table too, for all its tokens, to answer the few that met it. Beside one such
@@ -239,8 +243,10 @@ class TrieTables:
         built = self.has_table
         if built is None:
             return refs
-        unbuilt = {h for h in refs if h != START and h not in reused and not built(h)}
-        if len(unbuilt) <= tuning.TRIE_UNBUILT_REFS:
+        cls = self._class_of
+        kept = {cls(h) for h in reused}
+        unbuilt = {h for h in refs if h != START and cls(h) not in kept and not built(h)}
+        if len({cls(h) for h in unbuilt}) <= tuning.TRIE_UNBUILT_REFS:
             return refs
         return [h for h in refs if h not in unbuilt]
 
@@ -288,12 +294,13 @@ class TrieTables:
     def _trie_table(self, q: int, row: np.ndarray, base: bool = False, reused=()):
         """``(groups, masks, inherit)`` of the tokens whose first byte ``row`` keeps alive, by the
         trie walk (see the module docstring), or None where it does not apply (no compiled module,
-        no table cache to inherit from, or a walk past its budget: :data:`~.tabletuning.TRIE_NODES` nodes,
-        :data:`~.tabletuning.TRIE_SLICED_NODES` with the slice taken out or for a hub with no slice).
+        no table cache to inherit from, a hub with no slice and no built hub to meet, or a walk past
+        :data:`~.tabletuning.TRIE_SLICED_NODES`).
 
-        A walk past the budget is tried once more with ``q``'s UTF-8 slice taken out (a string
-        body or a ``maxLength`` counter with no reference to meet: see :meth:`_slice_plan`), its
-        members answered by the slice's rows and only the rest of the trie walked. A hub's table
+        A first walk past :data:`~.tabletuning.TRIE_NODES` nodes is tried once more with ``q``'s UTF-8
+        slice taken out (a string body or a ``maxLength`` counter with no reference to meet: see
+        :meth:`_slice_plan`), its members answered by the slice's rows and only the rest of the trie
+        walked, or plainly with the large budget where ``q`` has no slice. A hub's table
         (``base``) is walked with its slice taken out (plainly where it has none) beside the hubs
         whose tables are built and whose inheritance never leads back to it
         (:meth:`~.tableshortcuts.InheritanceShortcuts._may_inherit`). Another table meets the hubs
