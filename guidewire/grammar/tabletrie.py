@@ -41,10 +41,9 @@ _SLICE_KEY = "tokentable.trie_slices"
 _SLICE_BYTES = (32 << 20, 512)     # per vocabulary, for trie_slice (a slice is 5 bytes per token): see cache_budget
 _FRONT_START = 4096   # subtrees a trie walk may leave for rows not made yet, per round, at first
 _FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the walk starts again);
-# a walk with the large budget (a hub's, a sliced one, a plain one after the small budget) starts with the
-# most: a Gemma-3 hub of a product
-# lexer filled 4,096 after 291k of its 441k nodes and walked them again (the arrays are not touched
-# beyond what a round writes)
+# a walk with the large budget (a hub's, a sliced one, a plain one after the small budget) starts with
+# the most: a Gemma-3 hub of a product lexer filled 4,096 after 291k of its 441k nodes and walked them
+# again (the arrays are not touched beyond what a round writes)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
@@ -243,10 +242,9 @@ class TrieTables:
         built = self.has_table
         if built is None:
             return refs
-        cls = self._class_of
-        kept = {cls(h) for h in reused}
-        unbuilt = {h for h in refs if h != START and cls(h) not in kept and not built(h)}
-        if len({cls(h) for h in unbuilt}) <= tuning.TRIE_UNBUILT_REFS:
+        kept = {self._class_of(h) for h in reused}
+        unbuilt = {h: c for h in refs if h != START and (c := self._class_of(h)) not in kept and not built(h)}
+        if len(set(unbuilt.values())) <= tuning.TRIE_UNBUILT_REFS:
             return refs
         return [h for h in refs if h not in unbuilt]
 
