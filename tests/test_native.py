@@ -683,8 +683,8 @@ def test_pick_groups_matches_the_python_loop(smollm2, which):
             assert ref_m.state == (s, q)
             with _path(True):
                 entry, ref_entry = g._table_entry(q), ref_g._table_entry(q)
-            mine = [[lx, list(mem), {}] for lx, mem, _ in g._lexeme_parts(entry)]
-            fresh = [[lx, list(mem), {}] for lx, mem, _ in ref_g._lexeme_parts(ref_entry)]
+            mine = tuple((lx, mem, {}) for lx, mem, _ in g._lexeme_parts(entry))
+            fresh = tuple((lx, mem, {}) for lx, mem, _ in ref_g._lexeme_parts(ref_entry))
             if g.earley.scan_memo is not None and walk == 0:   # a memo only: forgetting it changes no answer
                 g.earley.scan_memo.clear()
                 ref_g.earley.scan_memo.clear()
@@ -720,11 +720,15 @@ def test_pick_groups_matches_the_python_loop(smollm2, which):
     else:   # the reference calls scan for every lexeme; the compiled loop not for those it answers
         assert 0 < calls["c"] < calls["ref"] and answered > 0, (calls, answered)
     with pytest.raises(TypeError):
-        c.pick_groups([["x", [], {}]], 0, 0, [0], 0, [False], None, None, g._scan, PICK_BYTES)
+        c.pick_groups((("x", (), {}),), 0, 0, [0], 0, [False], None, None, g._scan, PICK_BYTES)
+    with pytest.raises(TypeError, match="flat"):    # members must be flat (alive, group) pairs
+        c.pick_groups((((), (1, 0, 1), {}),), 0, 1, [0], 0, [False], None, None, g._scan, PICK_BYTES)
+    with pytest.raises(TypeError):                  # parts as lists of lists: the old layout
+        c.pick_groups([[(), [(1, 0)], {}]], 0, 1, [0], 0, [False], None, None, g._scan, PICK_BYTES)
     with pytest.raises(TypeError):
-        c.pick_groups([], 0, 0, [0], 0, [False], [], None, g._scan, PICK_BYTES)
+        c.pick_groups((), 0, 0, [0], 0, [False], [], None, g._scan, PICK_BYTES)
     with pytest.raises(TypeError):
-        c.pick_groups([], 0, 0, [0], 0, [False], {}, [], g._scan, PICK_BYTES)
+        c.pick_groups((), 0, 0, [0], 0, [False], {}, [], g._scan, PICK_BYTES)
 
 
 @st.composite

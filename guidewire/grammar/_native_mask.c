@@ -3,9 +3,10 @@
  *
  * pick_groups(parts, s, base, expected, ign, ignored, memo, term_bits, scan, pick_bytes) -> (sel, added)
  *
- * parts: [lexemes, members, picks] lists (CompiledGrammar._lexeme_parts): the lexer terminal-set
- *        ids a group's tokens complete, its (alive bits, group index) pairs, and a memo from the
- *        terminals allowed after the lexemes to the chosen group indexes (a tuple of ints).
+ * parts: a tuple of (lexemes, members, picks) tuples (CompiledGrammar._lexeme_parts): the lexer
+ *        terminal-set ids a group's tokens complete, its groups' alive bits and indexes as one flat
+ *        tuple (alive, group, alive, group, ...), and a memo from the terminals allowed after the
+ *        lexemes to the chosen group indexes (a tuple of ints).
  * s:     the Earley set; base: the terminals allowed in it (expected[s] | ign).
  * expected: per Earley set the terminals it expects (ints); ign: the ignored terminals' bits.
  * ignored: per terminal-set id, whether its lexeme is ignored (the set stays as it is).
@@ -72,21 +73,22 @@ static long long scan_one(long long cur, long long e, PyObject *ignored, PyObjec
     return out;
 }
 
-/* the groups of members whose alive bits meet x, as a tuple of ints; NULL on error */
+/* the groups of members (flat (alive, group, ...) pairs) whose alive bits meet x, as a tuple of
+ * ints; NULL on error */
 static PyObject *choose(PyObject *members, PyObject *x) {
+    Py_ssize_t n = PyTuple_GET_SIZE(members);
+    if (n % 2) {
+        PyErr_SetString(PyExc_TypeError, "pick_groups: members are not flat (alive, group) pairs");
+        return NULL;
+    }
     PyObject *chosen = PyList_New(0), *out = NULL;
     if (!chosen) return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(members); i++) {
-        PyObject *pair = PyList_GET_ITEM(members, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "pick_groups: a member is not an (alive, group) pair");
-            goto done;
-        }
-        PyObject *meet = PyNumber_And(PyTuple_GET_ITEM(pair, 0), x);
+    for (Py_ssize_t i = 0; i < n; i += 2) {
+        PyObject *meet = PyNumber_And(PyTuple_GET_ITEM(members, i), x);
         if (!meet) goto done;
         int hit = PyObject_IsTrue(meet);
         Py_DECREF(meet);
-        if (hit < 0 || (hit && PyList_Append(chosen, PyTuple_GET_ITEM(pair, 1)) < 0)) goto done;
+        if (hit < 0 || (hit && PyList_Append(chosen, PyTuple_GET_ITEM(members, i + 1)) < 0)) goto done;
     }
     out = PyList_AsTuple(chosen);
     if (out) untrack_int_tuple(out);
@@ -99,12 +101,12 @@ done:
 static int pick_part(PyObject *part, long long s, PyObject *base, PyObject *expected, PyObject *ign, PyObject *ignored,
                      PyObject *memo, PyObject *term_bits, PyObject *scan, long long pick_bytes, PyObject *sel,
                      long long *added) {
-    if (!PyList_Check(part) || PyList_GET_SIZE(part) != 3 || !PyTuple_Check(PyList_GET_ITEM(part, 0)) ||
-        !PyList_Check(PyList_GET_ITEM(part, 1)) || !PyDict_Check(PyList_GET_ITEM(part, 2))) {
-        PyErr_SetString(PyExc_TypeError, "pick_groups: a part is not [lexemes, members, picks]");
+    if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(part, 0)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(part, 1)) || !PyDict_Check(PyTuple_GET_ITEM(part, 2))) {
+        PyErr_SetString(PyExc_TypeError, "pick_groups: a part is not (lexemes, members, picks)");
         return -1;
     }
-    PyObject *lexemes = PyList_GET_ITEM(part, 0), *picks = PyList_GET_ITEM(part, 2), *x;
+    PyObject *lexemes = PyTuple_GET_ITEM(part, 0), *picks = PyTuple_GET_ITEM(part, 2), *x;
     Py_ssize_t n_lex = PyTuple_GET_SIZE(lexemes);
     if (n_lex) {
         long long cur = s;
@@ -128,7 +130,7 @@ static int pick_part(PyObject *part, long long s, PyObject *base, PyObject *expe
     PyObject *chosen = PyDict_GetItemWithError(picks, x);   /* borrowed */
     if (chosen) {
         Py_INCREF(chosen);
-    } else if (PyErr_Occurred() || !(chosen = choose(PyList_GET_ITEM(part, 1), x)) ||
+    } else if (PyErr_Occurred() || !(chosen = choose(PyTuple_GET_ITEM(part, 1), x)) ||
                PyDict_SetItem(picks, x, chosen) < 0) {
         Py_XDECREF(chosen);
         Py_DECREF(x);
@@ -152,7 +154,7 @@ PyObject *native_pick_groups(PyObject *self, PyObject *args) {
     PyObject *parts, *base, *expected, *ign, *ignored, *memo, *term_bits, *scan;
     long long s, pick_bytes;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!LOO!OO!OOOL", &PyList_Type, &parts, &s, &base, &PyList_Type, &expected, &ign,
+    if (!PyArg_ParseTuple(args, "O!LOO!OO!OOOL", &PyTuple_Type, &parts, &s, &base, &PyList_Type, &expected, &ign,
                           &PyList_Type, &ignored, &memo, &term_bits, &scan, &pick_bytes))
         return NULL;
     if ((memo != Py_None && !PyDict_CheckExact(memo)) || (term_bits != Py_None && !PyDict_CheckExact(term_bits))) {
@@ -162,8 +164,8 @@ PyObject *native_pick_groups(PyObject *self, PyObject *args) {
     PyObject *sel = PyList_New(0), *result = NULL;
     long long added = 0;
     if (!sel) return NULL;
-    for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
-        PyObject *part = PyList_GET_ITEM(parts, p);   /* held: scan runs Python code */
+    for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(parts); p++) {
+        PyObject *part = PyTuple_GET_ITEM(parts, p);   /* held: scan runs Python code */
         Py_INCREF(part);
         int ok = pick_part(part, s, base, expected, ign, ignored, memo, term_bits, scan, pick_bytes, sel, &added);
         Py_DECREF(part);

@@ -103,6 +103,7 @@ class CompiledGrammar:
         self._follow: list = []                 # see _lexeme_follow
         self._by_term: list[int] | None = None   # FOLLOW set per terminal
         self._admitted: dict = {}                # group key -> _admits' answer (bounded, see _admits)
+        self._group_keys: dict = {}              # group key -> its one shared copy (bounded, see _prune)
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()   # earley set << 32 | lexer state class
         self._zero = np.zeros(self.words, dtype=np.int32)
         self._zero.setflags(write=False)
@@ -281,19 +282,38 @@ class CompiledGrammar:
             self._table_bytes -= evicted[2]
 
     def _prune(self, table: TokenTable) -> TokenTable:
-        """Drop the groups that no parser state can allow.
+        """Drop the groups that no parser state can allow, and share the kept group keys.
 
         A group whose lexemes cannot follow one another, or whose unfinished lexeme's
         terminals cannot follow the last of them, is refused in every parser state (the
         grammar's FOLLOW sets say so), so it is never scanned at mask time.
+
+        The kept ``(lexemes, alive)`` keys are replaced by one copy per distinct key across the
+        grammar's tables (a few hundred distinct keys stand for tens of thousands of groups in a
+        large schema): the copies a table walk made die at once, by reference count, instead of
+        living beside their table and being examined by every collection of the cyclic GC (a
+        burst of new tables left 37k young tuples and lists for one 30 ms collection inside a
+        mask). The sharing dict is cleared past ``ADMIT_MEMO_BYTES``, as the admit memo is.
         """
-        admitted = self._admits(table.groups)
+        groups = table.groups
+        admitted = self._admits(groups)
+        shared = self._group_keys
+        if len(shared) * ADMIT_ENTRY_BYTES > ADMIT_MEMO_BYTES:
+            shared.clear()
+        compiled = native.module()
+
+        def one(key):
+            got = shared.get(key)
+            if got is None:     # a tuple of tuples is untracked one level per collection: all at once here
+                got = shared[key] = key if compiled is None else compiled.untrack_nested(key)
+            return got
+
         if all(admitted):
-            return table
+            return replace(table, groups=tuple([one(k) for k in groups]))
         keep = [g for g, ok in enumerate(admitted) if ok]
         masks = table.masks[keep]
         masks.setflags(write=False)
-        return replace(table, groups=tuple(table.groups[g] for g in keep), masks=masks)
+        return replace(table, groups=tuple([one(groups[g]) for g in keep]), masks=masks)
 
     def _admits(self, groups) -> list[bool]:
         """Per group key ``(lexemes, alive)``: whether some parser state could allow it (see
@@ -391,16 +411,21 @@ class CompiledGrammar:
         return row
 
     @staticmethod
-    def _lexeme_parts(entry: list) -> list:
-        """The groups of a table entry's table by their lexemes: ``[lexemes, members, picks]``
-        per distinct lexeme sequence, ``members`` its ``(alive bits, group index)`` pairs and
-        ``picks`` a memo from the terminals allowed after the lexemes to the groups chosen."""
+    def _lexeme_parts(entry: list) -> tuple:
+        """The groups of a table entry's table by their lexemes: ``(lexemes, members, picks)``
+        per distinct lexeme sequence, ``members`` its groups' alive bits and indexes as one flat
+        tuple ``(alive, group, alive, group, ...)`` and ``picks`` a memo from the terminals
+        allowed after the lexemes to the groups chosen. Tuples of ints, not lists of pairs: the
+        cyclic GC stops examining them after its first look (a table's parts live as long as it
+        does, and large schemas hold thousands of tables)."""
         parts = entry[1]
         if parts is None:
             by: dict[tuple[int, ...], list] = {}
             for g, (lexemes, alive) in enumerate(entry[0].groups):
-                by.setdefault(lexemes, []).append((alive, g))
-            parts = entry[1] = [[lexemes, members, {}] for lexemes, members in by.items()]
+                by.setdefault(lexemes, []).extend((alive, g))
+            compiled = native.module()
+            parts = entry[1] = tuple([(lexemes, tuple(members) if compiled is None else compiled.untrack_nested(tuple(members)), {})
+                                      for lexemes, members in by.items()])
         return parts
 
     def _account(self, entry: list, q: int, size: int) -> None:
@@ -443,7 +468,7 @@ class CompiledGrammar:
             added += 8 * counts.size + len(got)
         return masks, slot, offsets, ids, added
 
-    def _pick_groups(self, parts: list, s: int) -> tuple[list[int], int]:
+    def _pick_groups(self, parts: tuple, s: int) -> tuple[list[int], int]:
         """The groups of a table's lexeme ``parts`` (:meth:`_lexeme_parts`) the parser in set ``s``
         allows, part by part (a part's lexemes read from ``s``; then its members whose alive
         terminals it allows), and the bytes of new memo entries: the reference of the compiled
@@ -467,7 +492,8 @@ class CompiledGrammar:
                 x = expected[cur] | ign
             chosen = picks.get(x)
             if chosen is None:
-                chosen = picks[x] = tuple([g for alive, g in members if alive & x])   # ints: untracked by the GC
+                chosen = picks[x] = tuple([members[i + 1] for i in range(0, len(members), 2)
+                                           if members[i] & x])   # ints: untracked by the GC
                 added += PICK_BYTES + 8 * len(chosen)
             sel += chosen
         return sel, added
