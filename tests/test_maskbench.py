@@ -302,9 +302,10 @@ def test_guidewire_masks_accept_valid_and_reject_invalid_maskbench_instances(tmp
 
 
 def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
-    """A mask over the slow threshold is reported with the time CPython's full collections took
-    inside it: a mask that runs one reports it (within the mask's own time), one that only waits
-    reports none, and masks under the threshold are not reported at all."""
+    """A mask over the slow threshold is reported with the time CPython's collections took
+    inside it: a mask that runs a full one reports it (within the mask's own time) as full and
+    as any, one that runs only a young one reports it as any, one that only waits reports none,
+    and masks under the threshold are not reported at all."""
     import gc
 
     from guidewire.maskbench import evaluate as ev
@@ -319,6 +320,8 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
                 gc.collect()          # a full collection inside the first mask
             elif self.k == 2:
                 time.sleep(0.03)      # slow, but no collection
+            elif self.k == 3:
+                gc.collect(1)         # a young collection only
             bitmask[row, :] = -1
 
         def advance(self, token_id):
@@ -346,7 +349,8 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
     slow = res["slow_masks"]
     assert len(slow) == 4
-    assert 0 < slow[0]["full_gc_us"] <= slow[0]["us"]      # the first mask's collection, inside it
+    assert 0 < slow[0]["full_gc_us"] <= slow[0]["gc_us"] <= slow[0]["us"]   # the first mask's collection, inside it
     assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0]
+    assert slow[1]["gc_us"] == 0 and 0 < slow[2]["gc_us"] <= slow[2]["us"]   # the young one counts as any
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
     assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())

@@ -7,9 +7,12 @@ This runs inside a worker process (or in-process in tests). Timing:
 - TBM samples (µs): every mask computed while walking the instances (before each token and
   once after the last token, where the EOS bit decides acceptance).
 
-A mask over :data:`SLOW_MASK_NS` is also reported with the time CPython's full (generation-2)
-collections took inside it (``slow_masks``: the collection runs inside whichever call allocates
-when the young generations overflow, so its pause is part of that mask's time, and stays in it).
+A mask over :data:`SLOW_MASK_NS` is also reported with the time CPython's cyclic collections
+took inside it (``slow_masks``: ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
+collections of any generation; a collection runs inside whichever call allocates when a
+generation overflows, so its pause is part of that mask's time, and stays in it). A young
+collection can be as long as a full one: tuples and lists recycled from CPython's free lists do
+not count toward the next one, so a burst of them can pile up tens of thousands of objects.
 """
 
 from __future__ import annotations
@@ -25,23 +28,32 @@ from guidewire.core import allocate_token_bitmask
 STATUSES = ("pass", "compile_error", "validation_error", "invalidation_error", "timeout", "memory", "error")
 
 
-#: masks slower than this (ns) are matched against the full collections that ran inside them
+#: masks slower than this (ns) are matched against the collections that ran inside them
 SLOW_MASK_NS = 20_000_000
 
 #: start and stop (perf_counter_ns) of this process's full collections during the current schema
 _FULL_GC = array("q")
+#: the same for collections of every generation
+_ANY_GC = array("q")
 
 
 def _on_gc(phase: str, info: dict) -> None:
     # start, stop pairs: a stop without its start (the array cleared mid-collection) is dropped
+    now = perf_counter_ns()
+    if (phase == "start") == (len(_ANY_GC) % 2 == 0):
+        _ANY_GC.append(now)
     if info["generation"] == 2 and (phase == "start") == (len(_FULL_GC) % 2 == 0):
-        _FULL_GC.append(perf_counter_ns())
+        _FULL_GC.append(now)
+
+
+def _gc_within(g: array, t0: int, t1: int) -> int:
+    """Nanoseconds of the collections ``g`` (start, stop pairs) inside ``[t0, t1]``."""
+    return sum(max(0, min(t1, g[i + 1]) - max(t0, g[i])) for i in range(0, len(g) - 1, 2))
 
 
 def _full_gc_within(t0: int, t1: int) -> int:
     """Nanoseconds of full collections inside ``[t0, t1]``."""
-    g = _FULL_GC
-    return sum(max(0, min(t1, g[i + 1]) - max(t0, g[i])) for i in range(0, len(g) - 1, 2))
+    return _gc_within(_FULL_GC, t0, t1)
 
 
 def _bit(row, token: int) -> bool:
@@ -113,6 +125,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     if _on_gc not in gc.callbacks:
         gc.callbacks.append(_on_gc)
     del _FULL_GC[:]
+    del _ANY_GC[:]
     t0 = perf_counter_ns()
     try:
         compiled = engine.compile(schema)
@@ -146,6 +159,6 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     out = {"status": status, "error": error, "compile_ms": compile_ns / 1e6, "ttfm_ms": ttfm_ns / 1e6,
            "tbm_us": tbm, "instances": outcomes}
     if slow:
-        out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "full_gc_us": round(_full_gc_within(a, b) / 1e3, 1)}
-                             for a, b in slow]
+        out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "full_gc_us": round(_full_gc_within(a, b) / 1e3, 1),
+                              "gc_us": round(_gc_within(_ANY_GC, a, b) / 1e3, 1)} for a, b in slow]
     return out
