@@ -25,7 +25,8 @@ def _load(run: str, engine: str):
 
 
 def _slow_masks(run: str, engine: str) -> dict:
-    """What ``results.jsonl`` says of ``engine``'s masks over 20 ms and the collections inside them."""
+    """What ``results.jsonl`` says of ``engine``'s masks over 20 ms and the collections inside them:
+    full ones (any time above 0) and, where recorded, those of any generation (over 1 ms of them)."""
     path = os.path.join(run, "results.jsonl")
     if not os.path.exists(path):
         return {}
@@ -44,7 +45,7 @@ def _slow_masks(run: str, engine: str) -> dict:
            "slow_masks_max_less_full_gc_us": round(max(s["us"] - s["full_gc_us"] for s in slow), 1)}
     if all("gc_us" in s for s in slow):     # collections of any generation (runs since stop 55)
         any_us = [s["gc_us"] for s in slow]
-        out.update(slow_masks_with_gc=sum(1 for g in any_us if g > 1000),   # over 1 ms of them
+        out.update(slow_masks_with_gc_over_1ms=sum(1 for g in any_us if g > 1000),
                    slow_masks_gc_share=round(sum(any_us) / sum(s["us"] for s in slow), 3),
                    slow_masks_max_less_gc_us=round(max(s["us"] - s["gc_us"] for s in slow), 1))
     return out

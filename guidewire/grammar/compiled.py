@@ -97,7 +97,7 @@ class CompiledGrammar:
         self.eos_row.setflags(write=False)
         self._eos_ids = frozenset(vocab.eos_ids)
         self._lock = threading.RLock()
-        # lexer state -> [table, lexeme parts (see _lexeme_parts) or None, bytes accounted]
+        # lexer state -> [table, lexeme parts (see _lexeme_parts) or None, bytes accounted, row form]
         self._tables: OrderedDict[int, list] = OrderedDict()
         self._table_bytes = 0
         self._follow: list = []                 # see _lexeme_follow
@@ -415,9 +415,10 @@ class CompiledGrammar:
         """The groups of a table entry's table by their lexemes: ``(lexemes, members, picks)``
         per distinct lexeme sequence, ``members`` its groups' alive bits and indexes as one flat
         tuple ``(alive, group, alive, group, ...)`` and ``picks`` a memo from the terminals
-        allowed after the lexemes to the groups chosen. Tuples of ints, not lists of pairs: the
-        cyclic GC stops examining them after its first look (a table's parts live as long as it
-        does, and large schemas hold thousands of tables)."""
+        allowed after the lexemes to the groups chosen. The members are a tuple of ints, not a
+        list of pairs: untracked by the cyclic GC at once with the compiled module (after its first
+        look without it), so a table keeps one tracked tuple per part (it holds the picks dict)
+        where it kept a list, a list and a tuple per group (large schemas hold thousands of tables)."""
         parts = entry[1]
         if parts is None:
             by: dict[tuple[int, ...], list] = {}
