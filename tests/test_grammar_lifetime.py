@@ -188,9 +188,10 @@ def test_token_tables_share_group_keys_and_keep_their_parts_out_of_the_gc(smollm
     """A large schema builds thousands of token tables; each table's group keys ``(lexemes,
     alive)`` are one shared copy per distinct key across the grammar, and its lexeme parts hold
     tuples of ints (flat ``(alive, group, ...)`` members) that the cyclic GC untracks, not lists of
-    pairs that every collection walks (a part is one tracked tuple: it holds its picks dict): a burst of new tables once left 37k young tuples and lists
-    for a single 30 ms collection inside a mask. Without the compiled module the collector
-    untracks a key (a tuple holding a tuple) over two collections, one level each."""
+    pairs that every collection walks (a part is one tracked tuple: it holds its picks dict): a
+    burst of new tables once left 37k young tuples and lists for a single 30 ms collection inside
+    a mask. With the compiled module keys and members are untracked as they are stored; without
+    it the collector untracks a key (a tuple holding a tuple) over two collections."""
     if compiled and native.module() is None:
         pytest.skip("the compiled module is not built or is off")
     was = native.set_enabled(compiled)

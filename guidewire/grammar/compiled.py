@@ -425,8 +425,8 @@ class CompiledGrammar:
             for g, (lexemes, alive) in enumerate(entry[0].groups):
                 by.setdefault(lexemes, []).extend((alive, g))
             compiled = native.module()
-            parts = entry[1] = tuple([(lexemes, tuple(members) if compiled is None else compiled.untrack_nested(tuple(members)), {})
-                                      for lexemes, members in by.items()])
+            untrack = (lambda t: t) if compiled is None else compiled.untrack_nested
+            parts = entry[1] = tuple([(lexemes, untrack(tuple(members)), {}) for lexemes, members in by.items()])
         return parts
 
     def _account(self, entry: list, q: int, size: int) -> None:
