@@ -5,6 +5,8 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guidewire.maskbench import RunConfig, main, run
 from guidewire.maskbench.data import SchemaCase, load_tokenizer, subset_of, tokenize_instances
@@ -354,3 +356,25 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     assert slow[1]["gc_us"] == 0 and 0 < slow[2]["gc_us"] <= slow[2]["us"]   # the young one counts as any
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
     assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 50), st.integers(1, 50)), max_size=30), st.booleans(),
+       st.integers(0, 3000), st.integers(0, 300))
+def test_collection_time_inside_a_mask_matches_the_linear_sum(gaps, dangling, t0, width):
+    """The bisected sum of collection time inside ``[t0, t1]`` against summing every pair (a start
+    without its stop, a collection still running, ignored alike)."""
+    from array import array
+
+    from guidewire.maskbench.evaluate import _gc_within
+
+    g, t = array("q"), 0
+    for before, length in gaps:
+        t += before
+        g.extend([t, t + length])
+        t += length
+    if dangling:
+        g.append(t + 1)
+    t1 = t0 + width
+    ref = sum(max(0, min(t1, g[i + 1]) - max(t0, g[i])) for i in range(0, len(g) - 1, 2))
+    assert _gc_within(g, t0, t1) == ref
