@@ -923,7 +923,7 @@ static PyMethodDef methods[] = {
     {"earley_make", (PyCFunction)(void (*)(void))native_earley_make, METH_FASTCALL,
      "A new Earley set's core from its kernel, and its split by next symbol (see _native_earley.c)."},
     {"earley_predict", native_earley_predict, METH_VARARGS, "The predicted part of an Earley set from its nonterminals' closures."},
-    {"earley_closure", native_earley_closure, METH_VARARGS, "The dotted rules a predicted nonterminal adds to an Earley set (see _native_earley.c)."},
+    {"earley_closure", native_earley_closure, METH_VARARGS, "The dotted rules predicting a set of nonterminals adds to an Earley set (see _native_earley.c)."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
     {"ahead", native_ahead, METH_VARARGS, "Walk stopped tokens on through a lazy lexer's built rows (see _native_ahead.c)."},

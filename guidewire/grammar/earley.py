@@ -242,9 +242,6 @@ class EarleyAutomaton:
         self.term_bits = self._term_bits
         self.core_by_terminal: list[dict[int, tuple[int, ...]]] = native.gc_free_list()   # core items waiting per terminal
         self._advances: dict[int, tuple[int, ...]] = {}  # (origin + 1) * symbols + lhs -> advanced items
-        # nonterminal -> predicted items, sorted: a tuple of ints, which the cyclic GC untracks (a
-        # frozenset stays tracked, and a full collection walked every closure of a large grammar)
-        self._closure: dict[int, tuple[int, ...]] = {}
         self._predictions: dict[frozenset[int], Prediction] = {}   # predicted nonterminals -> part
         self.fuel = None   # a core.limits.Fuel charged per item built (set by the compiled grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
@@ -258,23 +255,22 @@ class EarleyAutomaton:
         r = bisect_right(self.rule_base, dotted) - 1
         return r, dotted - self.rule_base[r], (code >> self.shift) - 1
 
-    def _predicted(self, sym: int) -> tuple[int, ...]:
-        """Every item (origin ``-1``) that predicting nonterminal ``sym`` adds to a set, sorted."""
-        out = self._closure.get(sym)
-        if out is not None:
-            return out
+    def _predicted(self, syms) -> tuple[int, ...]:
+        """Every item (origin ``-1``) that predicting the nonterminals ``syms`` adds to a set,
+        sorted: one search of their union (a closure per nonterminal, then the union, cost the
+        square of a chain of nonterminals each predicting the next: an object of many optional
+        properties). Memoised by :meth:`_prediction`, per set of predicted nonterminals."""
         compiled = native.module()
         if compiled is not None:
-            out = compiled.earley_closure(sym, self._next_b, self._first_off_b, self._first_b, self._nullable_b,
+            out = compiled.earley_closure(syms, self._next_b, self._first_off_b, self._first_b, self._nullable_b,
                                           self.cfg.n_terms, self.max_items)
             if out is None:
                 raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
-            self._closure[sym] = out
             return out
         by_lhs, nullable, T, base, nxt = self.cfg.by_lhs, self._nullable, self.cfg.n_terms, self.rule_base, self._next
-        items = {base[r] for r in by_lhs.get(sym, ())}
+        seen = set(syms)
+        items = {base[r] for sym in seen for r in by_lhs.get(sym, ())}
         agenda = list(items)
-        seen = {sym}
         while agenda:
             it = agenda.pop()
             s = nxt[it]
@@ -291,15 +287,14 @@ class EarleyAutomaton:
                     agenda.append(it + 1)
             if len(items) > self.max_items:
                 raise LimitExceededError(f"an Earley set exceeds {self.max_items} items")
-        out = self._closure[sym] = tuple(sorted(items))
-        return out
+        return tuple(sorted(items))
 
     def _prediction(self, predicts: frozenset[int]) -> Prediction:
         """The shared :class:`Prediction` of a set of predicted nonterminals."""
         pred = self._predictions.get(predicts)
         if pred is not None:
             return pred
-        closures = [self._predicted(p) for p in predicts]
+        closures = [self._predicted(predicts)]
         compiled = native.module()
         if compiled is not None:
             items, waiting, by_terminal, terms, accepts = compiled.earley_predict(
