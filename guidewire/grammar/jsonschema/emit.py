@@ -947,27 +947,73 @@ class SchemaGrammarBuilder:
         def S_key(i: int, k: int, first: bool, mask=frozenset(), found: int = 0):
             return (i, k if hi is not None else min(k, lo), first, mask & relevant[i] if mask else mask, found)
 
-        def S_rules(key, sym, get):
+        # One derivation per object. A state S(key) (next named property at index >= i) reads an
+        # extra key and stays at i, or a comma and then T(key), which skips optional properties
+        # one by one to the one it reads. Reading extras at every skip level (the obvious grammar)
+        # is ambiguous: after each member an Earley set held every level's completion, so a set's
+        # core grew by ~2n items per member written (20k items after 45 members of eslint's 230
+        # rules). An extra key read at i leaves every later level open, so the language is the same.
+        def skippable(key) -> bool:
+            i, _k, _first, mask, _found = key
+            return i < n and not member_syms[i][1] and not (mask and needed_by.get(i, set()) & mask)
+
+        def skip(key):
             i, k, first, mask, found = key
-            lead = () if first else (comma,)
+            return S_key(i + 1, k, first, mask, found)
+
+        def takeable(key) -> bool:
+            i, _k, _first, mask, _found = key
+            return i < n and bool(member_syms[i][0]) and all(x in mask for x in deps_of.get(i, ()) if x < i)
+
+        def ends(key) -> bool:
+            i, k, first, mask, _found = key
             owing = any(t in mask and any(x >= i for x in deps_of[t]) for t in owed_after[i]) if mask else False
-            if not first and all_opt_from[i] and k >= lo and not owing and found == need:
-                self.rule(sym)
+            return not first and all_opt_from[i] and k >= lo and not owing and key[4] == need
+
+        reads: dict = {}
+
+        def reads_named(key) -> bool:
+            """Whether a named property can be read from key, at once or after skipping optional
+            ones (memoised: linear in the properties overall, not per state)."""
+            path = []
+            while True:
+                got = reads.get(key)
+                if got is not None:
+                    break
+                if takeable(key):
+                    got = True
+                    break
+                path.append(key)
+                if not skippable(key):
+                    got = False
+                    break
+                key = skip(key)
+            for p in path:
+                reads[p] = got
+            return got
+
+        def S_rules(key, sym, get):
+            kind, key = key[0], key[1:]
+            i, k, first, mask, found = key
             can_add = hi is None or k < hi
-            if i < n:
-                alts, req = member_syms[i]
-                takeable = all(x in mask for x in deps_of.get(i, ()) if x < i)
-                if can_add and takeable:
+            if kind == "T":   # a comma is read: skip to the named property read next
+                if takeable(key):
                     nmask = mask | {i} if deps_of or needed_by else mask
-                    for m, rec in alts:
-                        self.rule(sym, *lead, m, get(S_key(i + 1, k + 1, False, nmask, found | rec)))
-                if not req and not (mask and needed_by.get(i, set()) & mask):
-                    self.rule(sym, get(S_key(i + 1, k, first, mask, found)))
+                    for m, rec in member_syms[i][0]:
+                        self.rule(sym, m, get(("S",) + S_key(i + 1, k + 1, False, nmask, found | rec)))
+                if skippable(key) and reads_named(skip(key)):
+                    self.rule(sym, get(("T",) + skip(key)))
+                return
+            lead = () if first else (comma,)
+            if ends(key):   # no ending after skips: skipping keeps the count and what is found, and
+                self.rule(sym)   # a dependency still owed cannot be skipped, so a later end ends here too
+            if can_add and reads_named(key):
+                self.rule(sym, *lead, get(("T",) + key))
             if can_add:
                 for e, rec in extra_syms:
-                    self.rule(sym, *lead, e, get(S_key(i, k + 1, False, mask, found | rec)))
+                    self.rule(sym, *lead, e, get(("S",) + S_key(i, k + 1, False, mask, found | rec)))
 
-        S0 = self.state_machine("obj", S_key(0, 0, True), S_rules)
+        S0 = self.state_machine("obj", ("S",) + S_key(0, 0, True), S_rules)
         obj = self.nt("object")
         self.rule(obj, self.punct_open("{", d), S0, self.punct_close("}", depth))
         if n_required == 0 and lo == 0 and not need:
