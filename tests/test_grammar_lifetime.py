@@ -151,8 +151,8 @@ def test_a_matcher_stopped_by_a_limit_is_freed_without_the_cyclic_gc(smollm2, wh
 
 
 def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm2):
-    """What a grammar keeps for good and grows with its size (Earley closures per nonterminal, the
-    dotted-rule arrays, the lexer's NFA-state owners, the narrow-terminal flags, the lexeme memo) is
+    """What a grammar keeps for good and grows with its size (the predicted part of each Earley set,
+    per set of predicted nonterminals, the dotted-rule arrays, the lexer's NFA-state owners, the narrow-terminal flags, the lexeme memo) is
     held in tuples of ints or bytes, which the cyclic GC untracks, not in lists, frozensets or
     dicts keyed by frozensets, which every full collection walks element by element. A full
     collection runs inside whichever mask happens to allocate: on a large schema these structures
@@ -163,8 +163,8 @@ def test_a_grammars_large_fixed_tables_are_not_walked_by_full_collections(smollm
     assert _random_walk(g.matcher(), smollm2, 60, seed=3) >= 10
     gc.collect()
     e, dfa = g.earley, g.dfa
-    closures = list(e._closure.values())
-    assert len(closures) >= 20 and sum(map(len, closures)) >= 200, (len(closures), sum(map(len, closures)))
+    closures = [p.items for p in e._predictions.values()]
+    assert len(closures) >= 10 and sum(map(len, closures)) >= 200, (len(closures), sum(map(len, closures)))
     fixed = {"closures": closures, "rule_base": [e.rule_base], "next": [e._next], "lhs": [e._lhs],
              "nullable": [e._nullable], "owner": [dfa.owner_of], "best_memo keys": list(dfa._best_memo)}
     for name, objs in fixed.items():
