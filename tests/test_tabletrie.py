@@ -727,3 +727,39 @@ def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, mon
     assert states == len(PATTERN_KEYS_PREFIXES) and len(hubs) >= 3
 
     _assert_masks_as_vectorised(PATTERN_KEYS, smollm2, monkeypatch, seed=11)
+
+
+# a free string beside an unanchored word search: after a value's first bytes the lexer has two
+# hubs with only the string terminal alive (the search met or not yet), which read nearly every
+# token alike
+SIBLINGS = {"type": "object", "properties": {"s": {"type": "string", "pattern": "\\w+"}, "t": {"type": "string"}}}
+SIBLINGS_PREFIXES = (b'{"', b'{"t": "', b'{"t": " ', b'{"s": "', b'{"s": " ', b'{"s": "a', b'{"s": "0 ', b'{"s": "a b')
+
+
+@needs_native
+def test_a_hub_walks_beside_built_hubs_with_its_terminals(smollm2, monkeypatch):
+    """A hub's walk meets a built hub with the same alive terminals (``_sibling_hubs``) and
+    inherits from it; random-walk masks with it are the vectorised build's, and every token's
+    reading at the schema's string states and hubs is the slow walk's."""
+    original, result = tabletrie.TrieTables._sibling_hubs, tabletrie.TrieTables._trie_result
+    seen = {"offered": set(), "met": 0}
+
+    def spy_siblings(self, q):
+        out = original(self, q)
+        seen["offered"].update(out)
+        return out
+
+    def spy_result(self, q, got, refs, base, stays):
+        out = result(self, q, got, refs, base, stays)
+        seen["met"] += bool(base and set(out[2]) & seen["offered"])
+        return out
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_sibling_hubs", spy_siblings)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_result", spy_result)
+    _assert_masks_as_vectorised(SIBLINGS, smollm2, monkeypatch, seed=7)   # the trie path first, spied
+    assert seen["met"] >= 1, seen
+    monkeypatch.undo()
+    g = compile_json_schema(SIBLINGS, smollm2)
+    g._builder.admit = None
+    states, hubs = _check_states_and_hubs(smollm2, g, SIBLINGS_PREFIXES, b'"{}:, abs0t\\\n\xc3\xa9', 3)
+    assert states == len(SIBLINGS_PREFIXES) and len(hubs) >= 2

@@ -46,6 +46,7 @@ _FRONT_SLOTS = 65536  # ... and at most (a full frontier grows eightfold and the
 # again (the arrays are not touched beyond what a round writes)
 _FRONT_LEXEMES = 4    # ... and lexemes they completed on the way, per subtree on average
 _MAX_REFS = 64      # hubs walked beside a table's walk (each adds a lookup per node while it lasts)
+_MAX_SIBLINGS = 2   # hubs with the same alive terminals walked beside a hub's own walk (see _sibling_hubs)
 _TWINS = 1024      # room for tokens that repeat another's bytes (several tokens at one node)
 
 
@@ -277,6 +278,28 @@ class TrieTables:
         # lexer rows by the thousand, inside the mask that asked for this table)
         return shadow if self.has_table is not None and self.has_table(shadow) else None
 
+    def _sibling_hubs(self, q: int) -> list[int]:
+        """Up to :data:`_MAX_SIBLINGS` hubs with ``q``'s set of alive terminals whose tables are
+        built (not ``q``, not one being built), for a hub's walk to meet.
+
+        A string terminal read in several places (a free string beside key literals, say) makes
+        one hub per set of NFA states still alive, with the same terminals alive: on Gemma-3 two
+        such hubs of `traefik-v2`'s first key walked 482k trie nodes each (5-7 ms) for the same
+        202k tokens. Beside one another, most subtrees meet after a byte (the states the sets
+        differ by die) and the later table inherits them; meeting, not the choice, keeps it exact."""
+        built = self.has_table
+        if built is None:
+            return []
+        n = self._n
+        same = (self.hub[:n] >= 0) & (self.alive_id[:n] == self.alive_id[q]) & self._copied[:n]
+        out = []
+        for h in _flatnonzero(same).tolist():
+            if h != q and h not in self._busy and built(h):
+                out.append(h)
+                if len(out) == _MAX_SIBLINGS:
+                    break
+        return out
+
     def _trie_refs_numpy(self, q: int, first: np.ndarray) -> list[int]:
         """:meth:`_trie_refs` in numpy, as a set in sorted order, then ``START`` (the reference;
         reads only mirrored rows)."""
@@ -315,6 +338,9 @@ class TrieTables:
             built = self.has_table
             refs = [h for h in self._trie_refs(compiled, q, first)
                     if built is not None and built(h) and self._may_inherit(q, h)]
+            for h in self._sibling_hubs(q):     # before START: met first
+                if h not in refs and self._may_inherit(q, h):
+                    refs.insert(max(len(refs) - 1, 0), h)
             got = None      # a hub's plain walk meets little: most of the trie
         else:
             refs = self._affordable_refs(self._trie_refs(compiled, q, first), reused)
