@@ -397,3 +397,17 @@ def test_random_walks_over_the_masks_end_only_in_valid_python(py, smollm2):
         ended += 1
         lengths.append(len(out))
     assert ended >= 20 and sorted(lengths)[len(lengths) // 2] >= 5, (ended, lengths)
+
+
+COMPLEX_PATTERNS = ["case -1j", "case 1j+2j", "case -1.5-2j", "case 0x10+1j", "case 1e5+1e5j", "case 1_0.5J",
+                    "case -0-0j", "case 1+-2j", "case 1 + 2", "case 1+.5", "case 2 + 3j"]
+NUMBER_LINES = ["x = 1j * 2", "x = 1e5j", "x = 012j", "x = .5j", "x = 1.j", "x = 1_000j", "x = 0x1j", "x = 1jx",
+                "x = 012", "y = 3.14e-10J"]
+
+
+@pytest.mark.parametrize("text", [f"match x:\n    {c}:\n        pass\n" for c in COMPLEX_PATTERNS]
+                         + [x + "\n" for x in NUMBER_LINES])
+def test_complex_literals_in_patterns_agree_with_ast(py, text):
+    """A complex literal in a pattern is a real number, + or -, then an imaginary one (`case 1+2:`
+    and `case 1j+2j:` are errors); imaginary literals elsewhere are numbers like any other."""
+    assert accepts(py, text) == (ast_error(text) is None), (text, ast_error(text))
