@@ -3,7 +3,10 @@ schema by schema, in alternating order, so both meet the same machine load.
 
 Each worker compiles a schema cold and walks its tokenized MaskBench instances, timing every
 ``fill_bitmask``; the masks are the same sequence in both trees, so per-mask times pair up.
-Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks.
+Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks, and
+TTFM (compile plus the first mask) per tree over the schemas both compiled, with its median
+per-schema ratio. A schema whose walks differ in length between the trees (one rejects a token
+the other allows) is left out of the mask pairing and counted.
 
     git archive <base-commit> | tar -x -C /tmp/base
     python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE] [--files LIST]
@@ -34,10 +37,12 @@ b = load_tokenizer(sys.argv[1])
 import gc; gc.collect(); gc.freeze()    # as the MaskBench worker does
 print("ready", flush=True)
 for line in sys.stdin:
-    times = []
+    times, ttfm = [], None
     try:
         case = load_case(line.strip())
+        t0 = time.perf_counter_ns()
         g = compile_json_schema(case.schema, b.vocab)
+        compiled = (time.perf_counter_ns() - t0) / 1e3
         buf = np.zeros((1, g.words), dtype=np.int32)
         for inst in tokenize_instances(case, b):
             toks = inst["tokens"]
@@ -48,11 +53,13 @@ for line in sys.stdin:
                 t0 = time.perf_counter_ns()
                 m.fill_bitmask(buf, 0)
                 times.append((time.perf_counter_ns() - t0) / 1e3)
+                if ttfm is None:
+                    ttfm = compiled + times[-1]
                 if not (buf[0, tok >> 5] >> (tok & 31)) & 1 or not m.advance(tok):
                     break
     except Exception as exc:
-        times = []
-    print(json.dumps(times), flush=True)
+        times, ttfm = [], None
+    print(json.dumps({"times": times, "ttfm_us": ttfm}), flush=True)
 '''
 
 
@@ -65,7 +72,7 @@ def _start(tree: str, tokenizer: str) -> subprocess.Popen:
     return p
 
 
-def _ask(p: subprocess.Popen, path: str) -> list[float]:
+def _ask(p: subprocess.Popen, path: str) -> dict:
     p.stdin.write(path + "\n")
     p.stdin.flush()
     return json.loads(p.stdout.readline())
@@ -89,13 +96,20 @@ def main(argv=None) -> None:
             sample = [x.strip() for x in f if x.strip()]
     workers = {k: _start(os.path.abspath(t), args.tokenizer) for k, t in (("base", args.base), ("new", args.new))}
     got: dict[str, list] = {"base": [], "new": []}
+    ttfm: dict[str, list] = {"base": [], "new": []}
+    unpaired = 0
     for i, name in enumerate(sample):
         path = os.path.abspath(os.path.join(args.data, name))
         order = ("base", "new") if i % 2 == 0 else ("new", "base")
         res = {k: _ask(workers[k], path) for k in order}
-        if len(res["base"]) == len(res["new"]):   # the same masks: pair them
+        if len(res["base"]["times"]) == len(res["new"]["times"]):   # the same masks: pair them
             for k in got:
-                got[k].extend(res[k])
+                got[k].extend(res[k]["times"])
+        else:
+            unpaired += 1
+        if res["base"]["ttfm_us"] is not None and res["new"]["ttfm_us"] is not None:
+            for k in ttfm:
+                ttfm[k].append(res[k]["ttfm_us"])
     for p in workers.values():
         p.stdin.close()
         p.wait()
@@ -111,6 +125,11 @@ def main(argv=None) -> None:
     out["median_pair_ratio_slowest_1pct"] = float(np.median(new[slow] / base[slow]))
     out["over_20ms"] = {k: int((a > 20_000).sum()) for k, a in (("base", base), ("new", new))}
     out["over_5ms"] = {k: int((a > 5_000).sum()) for k, a in (("base", base), ("new", new))}
+    tb, tn = np.array(ttfm["base"]), np.array(ttfm["new"])
+    out["ttfm_ms"] = {"schemas": int(tb.size), "base_p50": float(np.median(tb) / 1e3) if tb.size else None,
+                      "new_p50": float(np.median(tn) / 1e3) if tn.size else None,
+                      "median_pair_ratio": float(np.median(tn / tb)) if tb.size else None}
+    out["schemas_unpaired"] = unpaired     # walks of different lengths: left out of the mask pairing
     out["tokenizer"], out["schemas"], out["seed"] = args.tokenizer, len(sample), args.seed
     print(json.dumps(out, indent=1))
     if args.out:
