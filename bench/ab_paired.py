@@ -4,8 +4,8 @@ schema by schema, in alternating order, so both meet the same machine load.
 Each worker compiles a schema cold and walks its tokenized MaskBench instances, timing every
 ``fill_bitmask``; the masks are the same sequence in both trees, so per-mask times pair up.
 Prints p50/p99/max per tree and the median per-mask new/old ratio over the slow masks, and
-TTFM (compile plus the first mask) per tree over the schemas both compiled, with its median
-per-schema ratio. A schema whose walks differ in length between the trees (one rejects a token
+TTFM (compile plus the first mask) per tree over the schemas both trees compiled and masked,
+with its median per-schema ratio. A schema whose walks differ in length between the trees (one rejects a token
 the other allows) is left out of the mask pairing and counted.
 
     git archive <base-commit> | tar -x -C /tmp/base

@@ -742,18 +742,26 @@ def test_a_hub_walks_beside_built_hubs_with_its_terminals(smollm2, monkeypatch):
     inherits from it; random-walk masks with it are the vectorised build's, and every token's
     reading at the schema's string states and hubs is the slow walk's."""
     original, result = tabletrie.TrieTables._sibling_hubs, tabletrie.TrieTables._trie_result
-    seen = {"offered": set(), "met": 0}
+    near_refs = tabletrie.TrieTables._trie_refs
+    seen = {"offered": {}, "near": {}, "met": 0}
 
     def spy_siblings(self, q):
         out = original(self, q)
-        seen["offered"].update(out)
+        seen["offered"][q] = set(out)
+        return out
+
+    def spy_near(self, compiled, q, first):
+        out = near_refs(self, compiled, q, first)
+        seen["near"][q] = set(out)
         return out
 
     def spy_result(self, q, got, refs, base, stays):
         out = result(self, q, got, refs, base, stays)
-        seen["met"] += bool(base and set(out[2]) & seen["offered"])
+        only_siblings = seen["offered"].get(q, set()) - seen["near"].get(q, set())
+        seen["met"] += bool(base and set(out[2]) & only_siblings)   # inherited from a sibling alone
         return out
 
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_refs", spy_near)
     monkeypatch.setattr(tabletrie.TrieTables, "_sibling_hubs", spy_siblings)
     monkeypatch.setattr(tabletrie.TrieTables, "_trie_result", spy_result)
     _assert_masks_as_vectorised(SIBLINGS, smollm2, monkeypatch, seed=7)   # the trie path first, spied

@@ -338,9 +338,9 @@ class TrieTables:
             built = self.has_table
             refs = [h for h in self._trie_refs(compiled, q, first)
                     if built is not None and built(h) and self._may_inherit(q, h)]
-            for h in self._sibling_hubs(q):     # before START: met first
+            for h in self._sibling_hubs(q):     # after the near hubs (a base table never inherits START)
                 if h not in refs and self._may_inherit(q, h):
-                    refs.insert(max(len(refs) - 1, 0), h)
+                    refs.append(h)
             got = None      # a hub's plain walk meets little: most of the trie
         else:
             refs = self._affordable_refs(self._trie_refs(compiled, q, first), reused)
