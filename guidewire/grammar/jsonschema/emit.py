@@ -966,9 +966,9 @@ class SchemaGrammarBuilder:
             return i < n and bool(member_syms[i][0]) and all(x in mask for x in deps_of.get(i, ()) if x < i)
 
         def ends(key) -> bool:
-            i, k, first, mask, _found = key
+            i, k, first, mask, found = key
             owing = any(t in mask and any(x >= i for x in deps_of[t]) for t in owed_after[i]) if mask else False
-            return not first and all_opt_from[i] and k >= lo and not owing and key[4] == need
+            return not first and all_opt_from[i] and k >= lo and not owing and found == need
 
         reads: dict = {}
 
