@@ -7,7 +7,10 @@ The peer's p99 comes from each run's own llguidance samples, or from ``--peer-ru
 without the peer (a previous tree on the same files, say). Runs whose records carry ``slow_masks``
 (masks over 20 ms with the time CPython's full collections took inside them) also report how many
 of those masks had a full collection inside, the collections' share of their time, and the
-largest of them less its collections (reported beside the max, never instead of it).
+largest of them less its collections (reported beside the max, never instead of it); runs whose
+slow masks carry ``cpu_us`` (the thread's CPU time inside the mask) also report how many of them
+spent over 20 ms on a CPU and the most CPU time one spent (the rest of a mask's time is waiting:
+descheduled by a busy machine, or in a page fault).
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ def _slow_masks(run: str, engine: str) -> dict:
         out.update(slow_masks_with_gc_over_1ms=sum(1 for g in any_us if g > 1000),
                    slow_masks_gc_share=round(sum(any_us) / sum(s["us"] for s in slow), 3),
                    slow_masks_max_less_gc_us=round(max(s["us"] - s["gc_us"] for s in slow), 1))
+    if all("cpu_us" in s for s in slow):    # the thread's CPU time (runs since stop 57)
+        cpu = [s["cpu_us"] for s in slow]
+        out.update(slow_masks_over_20ms_on_cpu=sum(1 for c in cpu if c > 20_000),
+                   slow_masks_max_cpu_us=round(max(cpu), 1),
+                   slow_masks_cpu_share=round(sum(cpu) / sum(s["us"] for s in slow), 3))
     return out
 
 

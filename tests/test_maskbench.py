@@ -307,7 +307,8 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     """A mask over the slow threshold is reported with the time CPython's collections took
     inside it: a mask that runs a full one reports it (within the mask's own time) as full and
     as any, one that runs only a young one reports it as any, one that only waits reports none,
-    and masks under the threshold are not reported at all."""
+    and masks under the threshold are not reported at all. Each also carries the thread's CPU
+    time: a mask that sleeps reports little of it, one that computes reports its own."""
     import gc
 
     from guidewire.maskbench import evaluate as ev
@@ -324,6 +325,10 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
                 time.sleep(0.03)      # slow, but no collection
             elif self.k == 3:
                 gc.collect(1)         # a young collection only
+            else:
+                t0 = time.thread_time_ns()
+                while time.thread_time_ns() - t0 < 25_000_000:    # 25 ms on a CPU
+                    pass
             bitmask[row, :] = -1
 
         def advance(self, token_id):
@@ -354,6 +359,8 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     assert 0 < slow[0]["full_gc_us"] <= slow[0]["gc_us"] <= slow[0]["us"]   # the first mask's collection, inside it
     assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0]
     assert slow[1]["gc_us"] == 0 and 0 < slow[2]["gc_us"] <= slow[2]["us"]   # the young one counts as any
+    assert slow[1]["cpu_us"] < 15_000 <= 30_000 <= slow[1]["us"]    # 30 ms asleep: waited, not computed
+    assert 25_000 <= slow[3]["cpu_us"] <= slow[3]["us"] + 100        # 25 ms computing (clock grain aside)
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
     assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())
 

@@ -7,8 +7,10 @@ This runs inside a worker process (or in-process in tests). Timing:
 - TBM samples (µs): every mask computed while walking the instances (before each token and
   once after the last token, where the EOS bit decides acceptance).
 
-A mask over :data:`SLOW_MASK_NS` is also reported with the time CPython's cyclic collections
-took inside it (``slow_masks``: ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
+A mask over :data:`SLOW_MASK_NS` is also reported with the calling thread's CPU time inside it
+and the time CPython's cyclic collections took inside it (``slow_masks``: ``cpu_us``, the thread's
+time on a CPU, so that ``us`` well above it is time the thread waited, descheduled by a busy
+machine or in a page fault; ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
 collections of any generation; a collection runs inside whichever call allocates when a
 generation overflows, so its pause is part of that mask's time, and stays in it). A young
 collection can be as long as a full one: tuples and lists recycled from CPython's free lists do
@@ -20,7 +22,7 @@ from __future__ import annotations
 import gc
 from array import array
 from bisect import bisect_right
-from time import perf_counter_ns
+from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 from guidewire.core import allocate_token_bitmask
@@ -66,13 +68,15 @@ def _bit(row, token: int) -> bool:
 
 def _timed_mask(m, bitmask, tbm_us: array, slow: list | None) -> None:
     """Compute ``m``'s mask into ``bitmask`` row 0; append its time (µs) to ``tbm_us``, and its
-    interval to ``slow`` when it took over :data:`SLOW_MASK_NS`."""
+    interval and the thread's CPU time (ns) to ``slow`` when it took over :data:`SLOW_MASK_NS`
+    (the CPU clock is read before the wall clock starts, outside the time reported)."""
+    c0 = thread_time_ns()
     t0 = perf_counter_ns()
     m.fill_bitmask(bitmask, 0)
     dt = perf_counter_ns() - t0
     tbm_us.append(dt / 1e3)
     if dt > SLOW_MASK_NS and slow is not None:
-        slow.append((t0, t0 + dt))
+        slow.append((t0, t0 + dt, thread_time_ns() - c0))
 
 
 def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, slow: list | None = None) -> dict:
@@ -142,7 +146,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     # raw doubles, not a list of floats: a list is walked element by element by every full collection
     # of the cyclic GC, and those collections run inside the masks being timed
     tbm = array("d")
-    slow: list[tuple[int, int]] = []
+    slow: list[tuple[int, int, int]] = []
     outcomes = []
     try:
         for inst in instances:
@@ -162,6 +166,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     out = {"status": status, "error": error, "compile_ms": compile_ns / 1e6, "ttfm_ms": ttfm_ns / 1e6,
            "tbm_us": tbm, "instances": outcomes}
     if slow:
-        out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "full_gc_us": round(_gc_within(_FULL_GC, a, b) / 1e3, 1),
-                              "gc_us": round(_gc_within(_ANY_GC, a, b) / 1e3, 1)} for a, b in slow]
+        out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "cpu_us": round(c / 1e3, 1),
+                              "full_gc_us": round(_gc_within(_FULL_GC, a, b) / 1e3, 1),
+                              "gc_us": round(_gc_within(_ANY_GC, a, b) / 1e3, 1)} for a, b, c in slow]
     return out
