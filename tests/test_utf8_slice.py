@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import guidewire.grammar.tabletuning as tuning
 from guidewire.core import Vocab, bitmask_to_bool
 from guidewire.grammar import compile_lark
-from guidewire.grammar.lexer import DEAD
+from guidewire.grammar.lexer import DEAD, START
 from guidewire.grammar.tokentable import TableBuilder, walk_token
 from guidewire.grammar.vocabindex import utf8_slice, utf8_tokens, vocab_layout
 
@@ -110,7 +110,7 @@ def test_utf8_slice_buckets_match_a_scan(smollm2):
 def test_slice_count_and_drop_match_python(member, data):
     """:func:`slice_count` and :func:`slice_drop` (C when built, numpy otherwise) against plain
     Python on random members, character counts, candidates and limits."""
-    from guidewire.grammar.tableshortcuts import slice_count, slice_drop
+    from guidewire.grammar.tableslices import slice_count, slice_drop
 
     n = len(member)
     chars = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
@@ -144,6 +144,8 @@ def test_native_slice_helpers_refuse_bad_arrays():
         compiled.slice_drop(m, k, 9, c, c, c, np.empty(1, dtype=np.int64), c.copy(), c.copy())
 
 
+ASCII_SOUGHT = r'start: STR+' + '\n' + r'STR: /"[^"]*[!#-~][^"]*"/'
+
 # lexers where every character of a class steps a state along a chain (a string body that loops,
 # maxLength counters, products of several terminals), then lexers where some non-ASCII character
 # breaks the chain (excluded, or the start of another terminal), so no slice may take it
@@ -156,6 +158,9 @@ CHAINED = [
     r'start: A | B' + '\n' + r'A: /"[^"]{0,30}"/' + '\n' + r'B: /"[^"]*"/',
     r'start: STR+' + '\n' + r'STR: /"[^"]{3}é[a-zé]*"/',
     r'start: A | B' + '\n' + r'A: /"[^"]*"/' + '\n' + r'B: /"\d+x/',
+    # an unanchored ASCII class: non-ASCII text keeps the state, most ASCII bytes leave it (the
+    # class is built around the non-ASCII successor, see test_a_class_around_non_ascii_text)
+    ASCII_SOUGHT,
 ]
 BROKEN = [
     r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',
@@ -343,3 +348,23 @@ def test_compiled_slice_refuses_bad_input():
         mod.slice_rows(member, chars, np.array([0, 1, 40]), 2, row, by, 1)
     with pytest.raises(ValueError):
         mod.slice_rows(member, chars, np.array([0, 1, 2]), 2, row, by[:1], 1)
+
+
+def test_a_class_around_non_ascii_text(soup):
+    """Where most ASCII bytes take a state elsewhere than non-ASCII characters do (before an
+    unanchored ``[!#-~]`` has matched), the slice is built around the non-ASCII successor: its
+    class holds the lead bytes and loops on the state, and it takes more of the soup's tokens
+    than the class of the most common ASCII successor (which holds no lead byte)."""
+    g = compile_lark(ASCII_SOUGHT, soup)
+    g.dfa.build_all(limit=2000)
+    builder = TableBuilder(g.dfa, soup)
+    q0 = int(g.dfa.trans[int(g.dfa.trans[START][ord('"')])][ord(" ")])     # after '" '
+    row = g.dfa.trans[q0]
+    assert row[ord("a")] != q0 and row[ord(" ")] == q0      # the two successors differ
+    sl, chain, loops, cls = builder._slice_plan(q0, lambda sl: int(sl.most.max()))
+    assert loops and chain == [q0]
+    assert cls[0xC3] and cls[0xE4] and cls[ord(" ")] and not cls[ord("a")]
+    ascii_set = np.zeros(256, dtype=bool)
+    ascii_set[:128] = row[:128] == row[ord("a")]
+    other = utf8_slice(soup, ascii_set)
+    assert int(sl.by_first[:, -1].sum()) > int(other.by_first[:, -1].sum()) > 0

@@ -29,6 +29,7 @@ from .tablearrays import _add_row, _distinct, _flatnonzero, _row_of, ids_row, ro
 from .tablegroups import TokenGrouping
 from .tabletrie import TrieTables, prepare_trie
 from .tableshortcuts import InheritanceShortcuts
+from .tableslices import SliceShortcuts
 from .tablewalk import TokenWalker, _small_walk
 from .vocabindex import (
     SENTINEL, CandidateTokens, LoopRuns, VocabLayout, first_byte_row, first_byte_tokens, loop_runs,
@@ -88,7 +89,7 @@ def walk_token(dfa: ByteDFA, q: int, data: bytes) -> tuple[list[int], int]:
 
 
 # -- per-grammar builder ---------------------------------------------------------------------------
-class TableBuilder(DfaMirror, InheritanceShortcuts, TokenWalker, TokenGrouping, TrieTables):
+class TableBuilder(DfaMirror, InheritanceShortcuts, SliceShortcuts, TokenWalker, TokenGrouping, TrieTables):
     """Builds :class:`TokenTable` s for one lexer DFA and vocabulary (caches per-DFA arrays).
 
     Works on a partially determinised DFA too (rows are computed as the walk needs them);
