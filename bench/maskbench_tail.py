@@ -9,8 +9,8 @@ without the peer (a previous tree on the same files, say). Runs whose records ca
 of those masks had a full collection inside, the collections' share of their time, and the
 largest of them less its collections (reported beside the max, never instead of it); runs whose
 slow masks carry ``cpu_us`` (the thread's CPU time inside the mask) also report how many of them
-spent over 20 ms on a CPU and the most CPU time one spent (the rest of a mask's time is waiting:
-descheduled by a busy machine, or in a page fault).
+spent over 20 ms on a CPU, the most CPU time one spent and CPU time's share of their wall time (the
+rest is waiting: descheduled by a busy machine, or blocked in the kernel).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def _load(run: str, engine: str):
 
 
 def _slow_masks(run: str, engine: str) -> dict:
-    """What ``results.jsonl`` says of ``engine``'s masks over 20 ms and the collections inside them:
-    full ones (any time above 0) and, where recorded, those of any generation (over 1 ms of them)."""
+    """What ``results.jsonl`` says of ``engine``'s masks over 20 ms: the collections inside them (full
+    ones, any time above 0, and where recorded those of any generation, over 1 ms) and, where
+    recorded, the thread's CPU time inside them."""
     path = os.path.join(run, "results.jsonl")
     if not os.path.exists(path):
         return {}

@@ -360,7 +360,7 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0]
     assert slow[1]["gc_us"] == 0 and 0 < slow[2]["gc_us"] <= slow[2]["us"]   # the young one counts as any
     assert slow[1]["cpu_us"] < 15_000 <= 30_000 <= slow[1]["us"]    # 30 ms asleep: waited, not computed
-    assert 25_000 <= slow[3]["cpu_us"] <= slow[3]["us"] + 100        # 25 ms computing (clock grain aside)
+    assert 25_000 <= slow[3]["cpu_us"] <= slow[3]["us"] + 1000       # 25 ms computing (clock grain aside)
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
     assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())
 

@@ -723,7 +723,7 @@ done:
  * Over the candidate tokens ``cand`` (layout indexes): how many are members (``member[t]``, bool)
  * of fewer than ``limit`` characters (``chars[t]``, int64), and the most characters among them
  * (0 when there is none). numpy would first take both arrays at ``cand``: two copies of a
- * vocabulary-sized array per table (see tableshortcuts._utf8_slice).
+ * vocabulary-sized array per table (see tableslices._utf8_slice).
  */
 static int slice_bufs(PyObject *o_member, PyObject *o_chars, PyObject *o_cand, Buf *member, Buf *chars, Buf *cand,
                       const char *fn) {

@@ -17,7 +17,6 @@ from .dfamirror import _ROW
 from .vocabindex import SENTINEL, tails_within
 
 
-
 class InheritanceShortcuts:
     """Mixin of :class:`TableBuilder`: split candidates off before the walk (see module docs)."""
 

@@ -19,7 +19,7 @@ from .lexer import DEAD
 from .tablearrays import _distinct, _flatnonzero, _kept
 from .vocabindex import UTF8_LEAD_NEXT, UTF8_RANGES, utf8_slice, utf8_tokens
 
-ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
+_ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 _NO_LIMIT = 1 << 62
 
 
@@ -112,13 +112,13 @@ class SliceShortcuts:
     def _slice_leads(self, q: int, t: int) -> np.ndarray:
         """The lead bytes whose characters all take ``q`` to ``t`` (usually all of them; a pattern's
         ``\\d`` sends Unicode digits elsewhere, say). Decided once per distinct state after the lead."""
-        firsts = self.dfa.trans[q].take(ALL_LEADS)
+        firsts = self.dfa.trans[q].take(_ALL_LEADS)
         good = firsts != DEAD
-        nexts = UTF8_LEAD_NEXT.take(ALL_LEADS)
+        nexts = UTF8_LEAD_NEXT.take(_ALL_LEADS)
         verdict = {pair: self._rest_lands(pair[0], pair[1], t)
                    for pair in set(zip(firsts[good].tolist(), nexts[good].tolist()))}
         good[good] = [verdict[pair] for pair in zip(firsts[good].tolist(), nexts[good].tolist())]
-        return ALL_LEADS[good]
+        return _ALL_LEADS[good]
 
     def _utf8_slice(self, q: int, row, cand, first, ptr, stays):
         """Take out the candidates made of whole UTF-8 characters of one class that step ``q``
@@ -232,12 +232,13 @@ class SliceShortcuts:
         is the most common), or DEAD: the candidate ``q1`` of a class around non-ASCII text (only a
         candidate: :meth:`_class_plan` checks every character of its lead bytes)."""
         dfa = self.dfa
-        after = dfa.trans[q].take(ALL_LEADS)
+        after = dfa.trans[q].take(_ALL_LEADS)
         good = after != DEAD
         if not good.any():
             return DEAD
-        p = int(np.bincount(after[good].astype(np.int64)).argmax())
-        lead = int(ALL_LEADS[_flatnonzero(after == p)[0]])
+        states, counts = np.unique(after[good], return_counts=True)    # not bincount: state ids run high
+        p = int(states[counts.argmax()])
+        lead = int(_ALL_LEADS[_flatnonzero(after == p)[0]])
         s, u = p, int(UTF8_LEAD_NEXT[lead])
         while u and s != DEAD:
             lo = UTF8_RANGES[u][0][0]

@@ -320,7 +320,7 @@ class TrieTables:
 
         A first walk past :data:`~.tabletuning.TRIE_NODES` nodes is tried once more with ``q``'s UTF-8
         slice taken out (a string body or a ``maxLength`` counter with no reference to meet: see
-        :meth:`_slice_plan`), its members answered by the slice's rows and only the rest of the trie
+        :meth:`~.tableslices.SliceShortcuts._slice_plan`), its members answered by the slice's rows and only the rest of the trie
         walked, or plainly with the large budget where ``q`` has no slice. A hub's table
         (``base``) is walked with its slice taken out (plainly where it has none) beside the hubs
         whose tables are built and whose inheritance never leads back to it

@@ -9,8 +9,8 @@ This runs inside a worker process (or in-process in tests). Timing:
 
 A mask over :data:`SLOW_MASK_NS` is also reported with the calling thread's CPU time inside it
 and the time CPython's cyclic collections took inside it (``slow_masks``: ``cpu_us``, the thread's
-time on a CPU, so that ``us`` well above it is time the thread waited, descheduled by a busy
-machine or in a page fault; ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
+time on a CPU, user and system, so that ``us`` well above it is time the thread waited: descheduled
+by a busy machine, or blocked in the kernel (a major page fault, reclaim; minor faults count as CPU); ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
 collections of any generation; a collection runs inside whichever call allocates when a
 generation overflows, so its pause is part of that mask's time, and stays in it). A young
 collection can be as long as a full one: tuples and lists recycled from CPython's free lists do
@@ -74,9 +74,9 @@ def _timed_mask(m, bitmask, tbm_us: array, slow: list | None) -> None:
     t0 = perf_counter_ns()
     m.fill_bitmask(bitmask, 0)
     dt = perf_counter_ns() - t0
-    tbm_us.append(dt / 1e3)
-    if dt > SLOW_MASK_NS and slow is not None:
+    if dt > SLOW_MASK_NS and slow is not None:     # the CPU clock read first: its window ends with the wall's
         slow.append((t0, t0 + dt, thread_time_ns() - c0))
+    tbm_us.append(dt / 1e3)
 
 
 def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, slow: list | None = None) -> dict:
