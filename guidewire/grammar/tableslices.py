@@ -209,17 +209,16 @@ class SliceShortcuts:
         live = ascii_row[ascii_row != DEAD]
         if live.size < tuning.MIN_LOOP_BYTES:
             return None
-        most = int(np.bincount(live).argmax())
+        states, counts = np.unique(live, return_counts=True)     # not bincount: state ids run high
+        most = int(states[counts.argmax()])
         best, best_taken = None, -1
-        firsts = None
+        firsts = _flatnonzero(own != DEAD)
         for q1 in dict.fromkeys((most, self._non_ascii_step(q))):
             if q1 == DEAD:
                 continue
             plan = self._class_plan(q, q1, ascii_row, need_of, enough)
             if plan is None:
                 continue
-            if firsts is None:
-                firsts = _flatnonzero(own != DEAD)
             sl, chain, loops, _class = plan
             col = min(_NO_LIMIT if loops else len(chain), sl.by_first.shape[1] - 1)
             taken = int(sl.by_first[firsts, col].sum())
