@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import time
 
 import pytest
@@ -247,6 +248,21 @@ def test_worker_freezes_its_start_up_heap_unless_told_not_to(tmp_path):
     kept = run(RunConfig(files=files, out=str(tmp_path / "kept"), engines=["fake-accept"], progress=False,
                          plots=False, freeze_heap=False))
     assert kept["engines"]["fake-accept"]["compile_error"] == 2
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_worker_keeps_freed_memory_mapped_unless_told_not_to(tmp_path):
+    """Every engine's worker keeps glibc's freed memory mapped (as ``guidewire serve`` does): a freed
+    64 MiB block is allocated again without a page fault there, and faults in again with the flag off."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-kept-heap": True}, tests)
+             for i in range(2)]
+    kept = run(RunConfig(files=files, out=str(tmp_path / "kept"), engines=["fake-accept"], progress=False,
+                         plots=False))
+    assert kept["engines"]["fake-accept"]["passing"] == 2 and kept["run"]["keep_heap"] is True
+    returned = run(RunConfig(files=files, out=str(tmp_path / "given"), engines=["fake-accept"], progress=False,
+                          plots=False, keep_heap=False))
+    assert returned["engines"]["fake-accept"]["compile_error"] == 2 and returned["run"]["keep_heap"] is False
 
 
 def test_sample_is_seeded_ordered_and_within_limit():

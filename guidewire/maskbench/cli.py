@@ -43,6 +43,9 @@ def build_parser(prog: str = "guidewire bench maskbench") -> argparse.ArgumentPa
     p.add_argument("--no-gc-freeze", action="store_true",
                    help="keep the worker's start-up heap in CPython's full collections (by default it is "
                         "frozen once the engine is built, as guidewire serve does after loading its model)")
+    p.add_argument("--no-keep-heap", action="store_true",
+                   help="leave glibc's malloc thresholds as they are in the workers (by default every engine's "
+                        "worker keeps freed memory mapped, as guidewire serve does: see guidewire.core.heap)")
     p.add_argument("--jobs", type=int, default=1, help="schemas in flight at once (default 1; timings are only "
                                                        "meaningful with 1)")
     p.add_argument("--serializations", default=",".join(DEFAULT_SERIALIZATIONS),
@@ -75,7 +78,7 @@ def config_from_args(args: argparse.Namespace):
                     engines=_split(args.engines), timeout=args.timeout, memory_mb=args.memory_mb,
                     limit=args.limit, jobs=args.jobs, serializations=tuple(_split(args.serializations)),
                     progress=not args.no_progress, plots=not args.no_plots, fresh_workers=args.fresh_worker,
-                    freeze_heap=not args.no_gc_freeze,
+                    freeze_heap=not args.no_gc_freeze, keep_heap=not args.no_keep_heap,
                     sample=args.sample, seed=args.seed)
     cfg.validate()
     return cfg

@@ -4,13 +4,15 @@ They need no tokenizer and answer instantly, so tests of classification, timeout
 memory cap run in milliseconds. ``fake-oneshot`` compiles once per process (then refuses), which
 tells a test whether every schema got a fresh worker. A schema may carry ``"x-fake-sleep": seconds`` (compile
 sleeps that long), ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB) or
-``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap) or
+``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap),
+``"x-fake-need-kept-heap": true`` (compile refuses where a freed 64 MiB block faults in again) or
 ``"x-fake-need-warm-up": true`` (compile refuses unless the engine was warmed up in this process).
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 import time
 from typing import Any
 
@@ -52,15 +54,27 @@ class _ConstCompiled:
 _warmed_up = False   # whether Engine.warm_up ran in this process
 
 
+def _refaults() -> bool:
+    """Whether a freed 64 MiB block faults its pages in again when allocated anew (glibc's
+    default; not once freed memory is kept mapped, see :mod:`guidewire.core.heap`)."""
+    block = np.ones(64 << 20, dtype=np.uint8)
+    del block
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = np.ones(64 << 20, dtype=np.uint8)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before >= 32
+
+
 def _misbehave(schema: Any) -> None:
-    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap`` and
-    ``x-fake-need-warm-up`` in a schema object."""
+    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap``,
+    ``x-fake-need-kept-heap`` and ``x-fake-need-warm-up`` in a schema object."""
     if not isinstance(schema, dict):
         return
     if schema.get("x-fake-need-warm-up") and not _warmed_up:
         raise RuntimeError("the engine was not warmed up")
     if schema.get("x-fake-need-frozen-heap") and gc.get_freeze_count() == 0:
         raise RuntimeError("the worker's heap is not frozen")
+    if schema.get("x-fake-need-kept-heap") and _refaults():
+        raise RuntimeError("the worker's malloc gives freed memory back")
     if schema.get("x-fake-sleep"):
         time.sleep(float(schema["x-fake-sleep"]))
     if schema.get("x-fake-alloc-mb"):

@@ -35,6 +35,7 @@ class RunConfig:
     plots: bool = True
     fresh_workers: bool = False
     freeze_heap: bool = True
+    keep_heap: bool = True
     sample: int | None = None
     seed: int = 0
     meta: dict = field(default_factory=dict)
@@ -79,7 +80,7 @@ class _Pool:
     def _new_worker(self, engine: str) -> Worker:
         # a warm-up before the heap freeze, except in the cold-process mode
         return Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap,
-                      warm_up=not self.cfg.fresh_workers)
+                      warm_up=not self.cfg.fresh_workers, keep_heap=self.cfg.keep_heap)
 
     def start(self) -> dict[str, str]:
         """Start one worker per engine (fails fast on an engine that cannot be built)."""
@@ -275,7 +276,7 @@ def run(cfg: RunConfig) -> dict:
             "files": len(run_state.files), "timeout_s": cfg.timeout, "memory_mb": cfg.memory_mb,
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
             "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
-            "gc_freeze": cfg.freeze_heap, "warm_up": warm_states,
+            "gc_freeze": cfg.freeze_heap, "keep_heap": cfg.keep_heap, "warm_up": warm_states,
             "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}

@@ -50,7 +50,8 @@ def _redirect_output(log_dir: str | None, engine_name: str) -> None:
 
 
 def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_mb: int,
-                log_dir: str | None = None, freeze_heap: bool = True, warm_up: bool = True) -> None:
+                log_dir: str | None = None, freeze_heap: bool = True, warm_up: bool = True,
+                keep_heap: bool = True) -> None:
     """Worker loop: build the engine, send ``("ready", (version, warm-up state))``, then serve requests.
 
     With ``freeze_heap`` the start-up heap (the tokenizer, torch and transformers imports: ~215k
@@ -60,6 +61,9 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
     inside whichever mask happens to allocate. Objects an engine creates later are still
     collected, and their collections still counted in its timings. ``warm_up`` is off in the
     cold-process mode, whose first compile must pay for what a warm-up would have done.
+    With ``keep_heap`` (every engine alike) glibc's malloc keeps freed memory mapped
+    (:func:`guidewire.core.heap.keep_heap_mapped`), as ``guidewire serve`` does: otherwise a worker
+    that has run for a while faults thousands of pages in again inside each schema's masks.
 
     The ready message carries the engine's version and how its warm-up went (``done``, ``off`` or
     ``failed: ...``). A request is ``(schema, instances)``; the reply is ``("result", record)``;
@@ -72,6 +76,10 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     try:
         _limit_memory(memory_mb)
+        if keep_heap:
+            from guidewire.core.heap import keep_heap_mapped
+
+            keep_heap_mapped()
         from .engines import build_engine
         from .evaluate import evaluate_schema
 
@@ -106,10 +114,11 @@ class Worker:
     """Parent-side handle of one engine worker process."""
 
     def __init__(self, engine_name: str, ctx: EngineContext, memory_mb: int, log_dir: str | None = None,
-                 freeze_heap: bool = True, warm_up: bool = True):
+                 freeze_heap: bool = True, warm_up: bool = True, keep_heap: bool = True):
         """Remember how to start the worker; nothing runs until :meth:`ensure_started`."""
         self.log_dir = log_dir
         self.freeze_heap = freeze_heap
+        self.keep_heap = keep_heap
         self.warm_up = warm_up
         self.warm_state = "off"    # how the last start's warm-up went (see worker_main)
         self.engine_name = engine_name
@@ -145,7 +154,8 @@ class Worker:
         self.close()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir, self.freeze_heap, self.warm_up)
+        args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir, self.freeze_heap, self.warm_up,
+                self.keep_heap)
         self.proc = ctx.Process(target=worker_main, args=args, daemon=True, name=f"maskbench-{self.engine_name}")
         self.proc.start()
         child.close()

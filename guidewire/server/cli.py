@@ -61,6 +61,7 @@ def run_serve(args) -> int:
         raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
     import uvicorn
 
+    from ..core.heap import keep_heap_mapped
     from ..runtime.loading import load_model
     from .app import create_app
 
@@ -69,6 +70,7 @@ def run_serve(args) -> int:
                      default_max_tokens=args.max_tokens)
     if not args.no_gc_freeze:
         warm_up_and_freeze(lm.vocab)
+    keep_heap_mapped()      # masks stop faulting freed pages in again (see guidewire.core.heap)
     print(f"guidewire: serving {lm.name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
