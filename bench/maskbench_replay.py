@@ -63,22 +63,26 @@ class ProbedMatcher:
         return getattr(self._inner, name)
 
 
+class ProbedCompiled:
+    """A compiled grammar whose matchers are :class:`ProbedMatcher` s logging to ``log``."""
+
+    def __init__(self, compiled, log: list):
+        self._compiled, self._log = compiled, log
+
+    def matcher(self) -> ProbedMatcher:
+        """The wrapped grammar's matcher, probed."""
+        return ProbedMatcher(self._compiled.matcher(), self._log)
+
+
 class ProbedEngine:
     """An engine whose compiled grammars hand out :class:`ProbedMatcher` s logging to ``log``."""
 
     def __init__(self, engine, log: list):
         self._engine, self.log = engine, log
 
-    def compile(self, schema):
+    def compile(self, schema) -> ProbedCompiled:
         """The wrapped engine's compile, its matchers probed."""
-        compiled = self._engine.compile(schema)
-        log = self.log
-
-        class _Compiled:
-            def matcher(self):
-                return ProbedMatcher(compiled.matcher(), log)
-
-        return _Compiled()
+        return ProbedCompiled(self._engine.compile(schema), self.log)
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
