@@ -6,7 +6,10 @@ import argparse
 import os
 import sys
 
+from ..core.heap import RESERVE_BYTES
 from .data import DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, resolve_inputs
+
+HEAP_RESERVE_MB = RESERVE_BYTES >> 20
 
 EXAMPLE = """\
 data: MaskBench from JSONSchemaBench (Geng et al., 2025; github.com/guidance-ai/jsonschemabench), one JSON
@@ -46,6 +49,9 @@ def build_parser(prog: str = "guidewire bench maskbench") -> argparse.ArgumentPa
     p.add_argument("--no-keep-heap", action="store_true",
                    help="leave glibc's malloc thresholds as they are in the workers (by default every engine's "
                         "worker keeps freed memory mapped, as guidewire serve does: see guidewire.core.heap)")
+    p.add_argument("--heap-reserve-mb", type=int, default=None,
+                   help="free memory each worker keeps faulted in at the top of its heap, topped up between "
+                        f"schemas outside their timings (default {HEAP_RESERVE_MB}; 0: none; needs the kept heap)")
     p.add_argument("--jobs", type=int, default=1, help="schemas in flight at once (default 1; timings are only "
                                                        "meaningful with 1)")
     p.add_argument("--serializations", default=",".join(DEFAULT_SERIALIZATIONS),
@@ -79,6 +85,7 @@ def config_from_args(args: argparse.Namespace):
                     limit=args.limit, jobs=args.jobs, serializations=tuple(_split(args.serializations)),
                     progress=not args.no_progress, plots=not args.no_plots, fresh_workers=args.fresh_worker,
                     freeze_heap=not args.no_gc_freeze, keep_heap=not args.no_keep_heap,
+                    heap_reserve_mb=args.heap_reserve_mb,
                     sample=args.sample, seed=args.seed)
     cfg.validate()
     return cfg

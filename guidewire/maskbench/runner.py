@@ -12,6 +12,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
+from .cli import HEAP_RESERVE_MB
 from .data import (DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, load_case, load_tokenizer, subset_of,
                    tokenize_instances)
 from .engines import EngineContext, engine_available, resolve_engines
@@ -36,12 +37,13 @@ class RunConfig:
     fresh_workers: bool = False
     freeze_heap: bool = True
     keep_heap: bool = True
+    heap_reserve_mb: int | None = None     # None: HEAP_RESERVE_MB with the kept heap, 0 without
     sample: int | None = None
     seed: int = 0
     meta: dict = field(default_factory=dict)
 
     def validate(self) -> None:
-        """Raise :class:`UsageError` for impossible settings."""
+        """Raise :class:`UsageError` for impossible settings (and resolve ``heap_reserve_mb=None``)."""
         if not self.files:
             raise UsageError("no schema files given")
         if self.timeout <= 0:
@@ -54,9 +56,27 @@ class RunConfig:
             raise UsageError(f"--sample must be at least 1, got {self.sample}")
         if self.memory_mb is not None and 0 < self.memory_mb < 256:
             raise UsageError(f"--memory-mb {self.memory_mb} is too small to start a worker (0 = no cap)")
+        if self.heap_reserve_mb is None:
+            self.heap_reserve_mb = HEAP_RESERVE_MB if self.keep_heap else 0
+        if isinstance(self.heap_reserve_mb, bool) or not isinstance(self.heap_reserve_mb, int) \
+                or not 0 <= self.heap_reserve_mb < 256:
+            raise UsageError(f"--heap-reserve-mb must be in 0..255, got {self.heap_reserve_mb}")
+        if self.heap_reserve_mb and not self.keep_heap:
+            raise UsageError("--heap-reserve-mb needs the kept heap (drop --no-keep-heap or give --heap-reserve-mb 0)")
         bad = [s for s in self.serializations if s not in SERIALIZATIONS]
         if bad or not self.serializations:
             raise UsageError(f"unknown serialization(s) {bad}; known: {', '.join(SERIALIZATIONS)}")
+
+
+def _reserve_totals(records: list[dict]) -> dict:
+    """Per engine: pages the workers' heap reserves faulted in between schemas, and the time."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if "heap_reserve_pages" in r:
+            t = out.setdefault(r.get("engine", "?"), {"pages": 0, "ms": 0.0})
+            t["pages"] += int(r["heap_reserve_pages"])
+            t["ms"] = round(t["ms"] + float(r.get("heap_reserve_ms") or 0.0), 3)
+    return out
 
 
 def _summarize_tbm(samples: list[float]) -> dict:
@@ -80,7 +100,8 @@ class _Pool:
     def _new_worker(self, engine: str) -> Worker:
         # a warm-up before the heap freeze, except in the cold-process mode
         return Worker(engine, self.ctx, self.cfg.memory_mb, self.log_dir, self.cfg.freeze_heap,
-                      warm_up=not self.cfg.fresh_workers, keep_heap=self.cfg.keep_heap)
+                      warm_up=not self.cfg.fresh_workers, keep_heap=self.cfg.keep_heap,
+                      heap_reserve_mb=self.cfg.heap_reserve_mb)
 
     def start(self) -> dict[str, str]:
         """Start one worker per engine (fails fast on an engine that cannot be built)."""
@@ -277,6 +298,7 @@ def run(cfg: RunConfig) -> dict:
             "jobs": cfg.jobs, "serializations": list(cfg.serializations),
             "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
             "gc_freeze": cfg.freeze_heap, "keep_heap": cfg.keep_heap, "warm_up": warm_states,
+            "heap_reserve_mb": cfg.heap_reserve_mb, "heap_reserve": _reserve_totals(run_state.records),
             "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}

@@ -51,7 +51,7 @@ def _redirect_output(log_dir: str | None, engine_name: str) -> None:
 
 def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_mb: int,
                 log_dir: str | None = None, freeze_heap: bool = True, warm_up: bool = True,
-                keep_heap: bool = True) -> None:
+                keep_heap: bool = True, heap_reserve_mb: int = 0) -> None:
     """Worker loop: build the engine, send ``("ready", (version, warm-up state))``, then serve requests.
 
     With ``freeze_heap`` the start-up heap (the tokenizer, torch and transformers imports: ~215k
@@ -64,6 +64,11 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
     With ``keep_heap`` (every engine alike) glibc's malloc keeps freed memory mapped
     (:func:`guidewire.core.heap.keep_heap_mapped`), as ``guidewire serve`` does: otherwise a worker
     that has run for a while faults thousands of pages in again inside each schema's masks.
+    ``heap_reserve_mb`` (with ``keep_heap``; 0: none) keeps that much free memory faulted in at
+    the top of the heap (:class:`guidewire.core.heap.HeapReserve`), topped up after the warm-up
+    and after each schema, outside its timings: a worker whose live set still grows otherwise
+    faults the new pages in inside the masks that first write them. Each record then says what
+    its top-up faulted in and took (``heap_reserve_pages``, ``heap_reserve_ms``).
 
     The ready message carries the engine's version and how its warm-up went (``done``, ``off`` or
     ``failed: ...``). A request is ``(schema, instances)``; the reply is ``("result", record)``;
@@ -76,10 +81,13 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     try:
         _limit_memory(memory_mb)
+        reserve = None
         if keep_heap:
-            from guidewire.core.heap import keep_heap_mapped
+            from guidewire.core.heap import HeapReserve, keep_heap_mapped
 
             keep_heap_mapped()
+            if heap_reserve_mb > 0:
+                reserve = HeapReserve(heap_reserve_mb << 20)
         from .engines import build_engine
         from .evaluate import evaluate_schema
 
@@ -95,6 +103,8 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
         if freeze_heap:
             gc.collect()
             gc.freeze()
+        if reserve is not None:
+            reserve.top_up()
         conn.send(("ready", (engine.version(), warm)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent
         conn.send(("init_error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
@@ -107,18 +117,24 @@ def worker_main(conn: Connection, engine_name: str, ctx: EngineContext, memory_m
         if req is None:
             return
         schema, instances = req
-        conn.send(("result", evaluate_schema(engine, schema, instances)))
+        record = evaluate_schema(engine, schema, instances)
+        if reserve is not None:     # after the schema's timings: faults here are no mask's
+            before = dict(reserve.stats)
+            record["heap_reserve_pages"] = reserve.top_up()
+            record["heap_reserve_ms"] = round(reserve.stats["ms"] - before["ms"], 3)
+        conn.send(("result", record))
 
 
 class Worker:
     """Parent-side handle of one engine worker process."""
 
     def __init__(self, engine_name: str, ctx: EngineContext, memory_mb: int, log_dir: str | None = None,
-                 freeze_heap: bool = True, warm_up: bool = True, keep_heap: bool = True):
+                 freeze_heap: bool = True, warm_up: bool = True, keep_heap: bool = True, heap_reserve_mb: int = 0):
         """Remember how to start the worker; nothing runs until :meth:`ensure_started`."""
         self.log_dir = log_dir
         self.freeze_heap = freeze_heap
         self.keep_heap = keep_heap
+        self.heap_reserve_mb = heap_reserve_mb
         self.warm_up = warm_up
         self.warm_state = "off"    # how the last start's warm-up went (see worker_main)
         self.engine_name = engine_name
@@ -155,7 +171,7 @@ class Worker:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         args = (child, self.engine_name, self.ctx, self.memory_mb, self.log_dir, self.freeze_heap, self.warm_up,
-                self.keep_heap)
+                self.keep_heap, self.heap_reserve_mb)
         self.proc = ctx.Process(target=worker_main, args=args, daemon=True, name=f"maskbench-{self.engine_name}")
         self.proc.start()
         child.close()
