@@ -5,7 +5,7 @@ A full MaskBench run gives each engine one long-lived worker that walks the file
 order (``--jobs 1``). Its slowest masks were mostly time on a CPU, yet replayed 2-5x faster in a
 fresh process (stop 57). This tool rebuilds the worker's situation without the whole run: the
 same engine, warm-up and heap freeze as :func:`guidewire.maskbench.worker.worker_main` (and its
-malloc thresholds with ``--keep-heap``), then
+malloc thresholds with ``--keep-heap``, and its heap reserve with ``--heap-reserve-mb``), then
 :func:`guidewire.maskbench.evaluate.evaluate_schema` over the ``--prefix`` files before the target
 (0: a fresh process), then the target ``--reps`` times with every mask probed. Minor faults count
 as CPU time (the kernel maps and zeroes a page inside the mask), so a mask that faults much more
@@ -13,7 +13,8 @@ after a long prefix than in a fresh process points at memory given back to the O
 again, not at the engine's own work (which the probe does not change: it wraps the matcher).
 
     GUIDEWIRE_NUM_THREADS=1 python bench/maskbench_replay.py ../shared/data/maskbench \\
-        --target Github_easy---o10013.json --prefix 831 --reps 2 [--tokenizer gemma3] [--keep-heap]
+        --target Github_easy---o10013.json --prefix 831 --reps 2 [--tokenizer gemma3] [--keep-heap \\
+        [--heap-reserve-mb 128]]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from guidewire.core.heap import keep_heap_mapped  # noqa: E402
+from guidewire.core.heap import HeapReserve, keep_heap_mapped  # noqa: E402
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances  # noqa: E402
 from guidewire.maskbench.engines import EngineContext, build_engine  # noqa: E402
 from guidewire.maskbench.evaluate import evaluate_schema  # noqa: E402
@@ -98,11 +99,14 @@ def order_before(files: list[str], target: str, prefix: int) -> list[str]:
 
 
 def replay(data: str, target: str, prefix: int, reps: int, tokenizer: str, engine_name: str, top: int,
-           keep_heap: bool = False) -> dict:
+           keep_heap: bool = False, heap_reserve_mb: int = 0) -> dict:
     """Run the prefix as the worker does, then probe the target ``reps`` times (see the module);
     ``keep_heap``: first keep freed memory mapped, as the worker does by default
-    (:func:`guidewire.core.heap.keep_heap_mapped`)."""
+    (:func:`guidewire.core.heap.keep_heap_mapped`); ``heap_reserve_mb`` (with it): top up a
+    :class:`~guidewire.core.heap.HeapReserve` of that size after the warm-up and after every
+    schema, as the worker does."""
     kept = keep_heap_mapped() if keep_heap else False
+    reserve = HeapReserve(heap_reserve_mb << 20) if kept and heap_reserve_mb else None
     files = sorted(os.path.join(data, f) for f in os.listdir(data) if f.endswith(".json"))
     before = order_before(files, target, prefix)
     tok = load_tokenizer(tokenizer)
@@ -111,12 +115,16 @@ def replay(data: str, target: str, prefix: int, reps: int, tokenizer: str, engin
     engine.warm_up()
     gc.collect()
     gc.freeze()     # as the worker does after its warm-up
+    top_up = reserve.top_up if reserve is not None else (lambda: 0)
+    top_up()
     t0, f0 = time.perf_counter(), _faults()
     for f in before:
         case = load_case(f)
         evaluate_schema(engine, case.schema, tokenize_instances(case, tok))
+        top_up()
     f1 = _faults()
-    report = {"target": target, "engine": engine_name, "tokenizer": tokenizer, "keep_heap": kept, "prefix": len(before),
+    report = {"target": target, "engine": engine_name, "tokenizer": tokenizer, "keep_heap": kept,
+              "heap_reserve_mb": heap_reserve_mb if reserve is not None else 0, "prefix": len(before),
               "prefix_s": round(time.perf_counter() - t0, 1), "prefix_minor_faults": f1[0] - f0[0],
               "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "reps": []}
     case = load_case(os.path.join(data, target))
@@ -124,6 +132,7 @@ def replay(data: str, target: str, prefix: int, reps: int, tokenizer: str, engin
     for _ in range(reps):
         probed = ProbedEngine(engine, [])
         out = evaluate_schema(probed, case.schema, insts)
+        top_up()
         a = np.array(probed.log, dtype=np.float64).reshape(-1, 4)
         worst = np.argsort(-a[:, 0], kind="stable")[:top]
         report["reps"].append({
@@ -146,12 +155,16 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=5, help="slowest masks listed per rep")
     ap.add_argument("--keep-heap", action="store_true", help="keep freed memory mapped first (as MaskBench's "
                     "workers do unless --no-keep-heap): compare with and without")
+    ap.add_argument("--heap-reserve-mb", type=int, default=0, help="with --keep-heap: free memory kept faulted in "
+                    "at the heap's top, topped up after every schema (as MaskBench's workers do; default 0 here)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
     if args.prefix < 0 or args.reps < 1 or args.top < 1:
         ap.error("--prefix must be >= 0, --reps and --top >= 1")
+    if not 0 <= args.heap_reserve_mb < 256 or (args.heap_reserve_mb and not args.keep_heap):
+        ap.error("--heap-reserve-mb must be in 0..255 and needs --keep-heap")
     report = replay(args.data, args.target, args.prefix, args.reps, args.tokenizer, args.engine, args.top,
-                    keep_heap=args.keep_heap)
+                    keep_heap=args.keep_heap, heap_reserve_mb=args.heap_reserve_mb)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

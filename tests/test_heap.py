@@ -51,3 +51,51 @@ def test_bad_thresholds_are_refused_before_anything_changes():
             keep_heap_mapped(mmap_threshold=bad)
         with pytest.raises(ValueError, match="trim_threshold"):
             keep_heap_mapped(trim_threshold=bad)
+
+
+_GROWTH_PROBE = """
+import json, resource, sys
+import numpy as np
+from guidewire.core.heap import HeapReserve, heap_top_bytes, keep_heap_mapped
+
+def minflt():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+keep_heap_mapped()
+reserve = HeapReserve(96 << 20)
+out = {"first": reserve.top_up() if sys.argv[1] == "reserve" else None}
+out["again"] = reserve.top_up() if sys.argv[1] == "reserve" else None
+out["top_mb"] = (heap_top_bytes() or 0) >> 20
+f0 = minflt()
+live = [np.ones(1 << 17) for _ in range(64)]     # the live set grows by 64 MiB, 1 MiB at a time
+out["growth_faults"] = minflt() - f0
+out["refill"] = reserve.top_up() if sys.argv[1] == "reserve" else None
+out["stats"] = reserve.stats
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_heap_reserve_takes_the_faults_of_a_growing_live_set_ahead():
+    """A live set growing by 64 MiB faults its 16k pages in as it grows; after a 96 MiB reserve was
+    topped up it faults (almost) none, and the next top-up faults the used part in again. The
+    kernel's fault counter is the oracle."""
+    def probe(mode):
+        r = subprocess.run([sys.executable, "-c", _GROWTH_PROBE, mode], capture_output=True, text=True, timeout=120,
+                           check=True)
+        return json.loads(r.stdout)
+
+    plain, kept = probe("plain"), probe("reserve")
+    pages = (64 << 20) // 4096
+    assert plain["growth_faults"] >= pages * 0.9, plain
+    assert kept["first"] >= pages // 2 and kept["again"] == 0 and kept["top_mb"] >= 96, kept
+    assert kept["growth_faults"] <= pages * 0.02, kept
+    assert kept["refill"] >= pages * 0.9 and kept["stats"]["top_ups"] == 2, kept
+
+
+def test_heap_reserve_refuses_bad_sizes():
+    from guidewire.core.heap import MMAP_THRESHOLD, HeapReserve
+
+    for bad in (0, -1, MMAP_THRESHOLD, 2.5, True, "1"):
+        with pytest.raises(ValueError, match="heap reserve"):
+            HeapReserve(bad)

@@ -76,6 +76,10 @@ def test_replay_runs_the_prefix_and_probes_every_mask_of_the_target(data_dir):
         assert rep["minor_faults"] >= 0 and all(s["minor_faults"] >= 0 for s in rep["slowest"])
     with pytest.raises(SystemExit):
         replay_mod.order_before(["x/a.json"], "zzz.json", 1)
+    for bad in (["--heap-reserve-mb", "8"], ["--keep-heap", "--heap-reserve-mb", "300"]):   # refused before any run
+        with pytest.raises(SystemExit) as exc:
+            replay_mod.main([data_dir, "--target", "c.json", *bad])
+        assert exc.value.code == 2
 
 
 def test_a_probed_matcher_gives_the_same_masks(data_dir):

@@ -4,6 +4,8 @@
 import concurrent.futures as cf
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -183,8 +185,6 @@ def test_errors_are_openai_error_objects(srv, client):
 
 def _health_idle(srv, wait=20.0):
     """/health once no row is running (a finished row leaves the batch at the scheduler's next iteration)."""
-    import time
-
     deadline = time.monotonic() + wait
     while True:
         h = httpx.get(srv.url.replace("/v1", "") + "/health", timeout=30).json()
@@ -278,6 +278,31 @@ def test_time_limit_gives_408_and_frees_the_row():
         s.stop()
 
 
+def test_idle_hook_runs_when_decoding_stops_and_its_errors_stay_out():
+    """``on_idle`` runs on the scheduler thread after the last row finishes; a hook that raises is
+    counted and decoding goes on (the next request is answered)."""
+    calls = []
+
+    def hook():
+        calls.append(threading.current_thread().name)
+        raise RuntimeError("housekeeping failed")
+
+    s = RunningServer(on_idle=hook)
+    try:
+        body = {"model": "m", "prompt": "One, two,", "max_tokens": 3, "temperature": 0}
+        for _ in range(2):
+            r = httpx.post(s.url + "/completions", json=body, timeout=120)
+            assert r.status_code == 200, r.text
+            health = _health_idle(s)
+        deadline = time.monotonic() + 30
+        while s.scheduler.stats["idle_errors"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert s.scheduler.stats["idle_errors"] == len(calls) == 2 and s.scheduler.stats["idle_runs"] == 0, calls
+        assert set(calls) == {"guidewire-scheduler"} and health["status"] == "ok"
+    finally:
+        s.stop()
+
+
 def test_completions_models_and_fim(srv, client):
     assert [m.id for m in client.models.list().data] == ["smollm2"]
     r = client.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=6, temperature=0)
@@ -311,7 +336,6 @@ def test_serve_command_starts_a_working_server():
     """``guidewire serve`` as a user starts it: a separate process, /health and /v1/models answer."""
     import os
     import subprocess
-    import time
 
     from server_harness import free_port
 
@@ -332,6 +356,14 @@ def test_serve_command_starts_a_working_server():
         assert health["status"] == "ok" and health["model"] == "smollm2"
         models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()
         assert [m["id"] for m in models["data"]] == ["smollm2"]
+        # a request, then idle: the scheduler thread tops up the heap reserve (on_idle) once decoding stops
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=120,
+                       json={"model": "smollm2", "prompt": "One, two,", "max_tokens": 4, "temperature": 0})
+        assert r.status_code == 200, r.text
+        while (health := httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json())["idle_runs"] < 1:
+            assert time.monotonic() < deadline, health
+            time.sleep(0.1)
+        assert health["idle_errors"] == 0
     finally:
         proc.terminate()
         proc.wait(30)
@@ -342,3 +374,5 @@ def test_serve_command_rejects_bad_flags(capsys):
 
     assert main(["serve", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err
+    assert main(["serve", "--heap-reserve-mb", "-1"]) == 2
+    assert "--heap-reserve-mb" in capsys.readouterr().err

@@ -5,7 +5,9 @@ memory cap run in milliseconds. ``fake-oneshot`` compiles once per process (then
 tells a test whether every schema got a fresh worker. A schema may carry ``"x-fake-sleep": seconds`` (compile
 sleeps that long), ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n`` MiB) or
 ``"x-fake-need-frozen-heap": true`` (compile refuses unless the worker froze its heap),
-``"x-fake-need-kept-heap": true`` (compile refuses where a freed 64 MiB block faults in again) or
+``"x-fake-need-kept-heap": true`` (compile refuses where a freed 64 MiB block faults in again),
+``"x-fake-need-faulted-top": true`` (compile keeps 64 MiB more alive, 1 MiB at a time, as a filling
+memo does, and refuses when that faulted more than a tenth of its pages in) or
 ``"x-fake-need-warm-up": true`` (compile refuses unless the engine was warmed up in this process).
 """
 
@@ -52,6 +54,7 @@ class _ConstCompiled:
 
 
 _warmed_up = False   # whether Engine.warm_up ran in this process
+_held: list = []     # what x-fake-need-faulted-top keeps alive (a memo filling up)
 
 
 def _refaults() -> bool:
@@ -66,7 +69,7 @@ def _refaults() -> bool:
 
 def _misbehave(schema: Any) -> None:
     """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap``,
-    ``x-fake-need-kept-heap`` and ``x-fake-need-warm-up`` in a schema object."""
+    ``x-fake-need-kept-heap``, ``x-fake-need-faulted-top`` and ``x-fake-need-warm-up`` in a schema object."""
     if not isinstance(schema, dict):
         return
     if schema.get("x-fake-need-warm-up") and not _warmed_up:
@@ -75,6 +78,12 @@ def _misbehave(schema: Any) -> None:
         raise RuntimeError("the worker's heap is not frozen")
     if schema.get("x-fake-need-kept-heap") and _refaults():
         raise RuntimeError("the worker's malloc gives freed memory back")
+    if schema.get("x-fake-need-faulted-top"):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        _held.extend(np.ones(1 << 20, dtype=np.uint8) for _ in range(64))
+        faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        if faulted * 10 > (64 << 20) // 4096:
+            raise RuntimeError(f"growing the live set by 64 MiB faulted {faulted} pages in")
     if schema.get("x-fake-sleep"):
         time.sleep(float(schema["x-fake-sleep"]))
     if schema.get("x-fake-alloc-mb"):

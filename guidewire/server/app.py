@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 import uuid
+from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -75,9 +76,11 @@ class _Run:
 
 
 def create_app(lm, *, model_name: str | None = None, max_batch: int = 16, max_queue: int = 64,
-               time_limit: float = 300.0, default_max_tokens: int = 1024) -> FastAPI:
-    """The server app over a loaded model (the scheduler thread starts with the app)."""
-    scheduler = Scheduler(lm, max_batch=max_batch, max_queue=max_queue)
+               time_limit: float = 300.0, default_max_tokens: int = 1024,
+               on_idle: Callable[[], object] | None = None) -> FastAPI:
+    """The server app over a loaded model (the scheduler thread starts with the app); ``on_idle``
+    runs on that thread whenever decoding goes idle (see :class:`~.scheduler.Scheduler`)."""
+    scheduler = Scheduler(lm, max_batch=max_batch, max_queue=max_queue, on_idle=on_idle)
     name = model_name or lm.name
 
     from contextlib import asynccontextmanager

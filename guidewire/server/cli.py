@@ -21,6 +21,9 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
                    "(default $GUIDEWIRE_DEVICE, else cpu)")
     p.add_argument("--no-gc-freeze", action="store_true",
                    help="do not freeze the warmed-up heap out of CPython's full GC collections")
+    p.add_argument("--heap-reserve-mb", type=int, default=128,
+                   help="free memory kept faulted in at the top of the C heap, topped up whenever decoding "
+                        "goes idle, so masks do not fault new pages in (default 128; 0: none; glibc only)")
     return p
 
 
@@ -59,18 +62,26 @@ def run_serve(args) -> int:
             raise ValueError(f"{flag} out of range: {v}")
     if args.time_limit <= 0:
         raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
+    if not 0 <= args.heap_reserve_mb < 256:
+        raise ValueError(f"--heap-reserve-mb must be in 0..255, got {args.heap_reserve_mb}")
     import uvicorn
 
-    from ..core.heap import keep_heap_mapped
+    from ..core.heap import HeapReserve, keep_heap_mapped, one_arena
     from ..runtime.loading import load_model
     from .app import create_app
 
+    reserve = HeapReserve(args.heap_reserve_mb << 20) if args.heap_reserve_mb else None
+    # before any thread starts: every thread allocates from the main arena, where the reserve
+    # is; masks stop faulting freed pages in again (see guidewire.core.heap)
+    one_arena()
+    keep_heap_mapped()
     lm = load_model(args.model, num_threads=args.threads, device=args.device)
     app = create_app(lm, max_batch=args.max_batch, max_queue=args.max_queue, time_limit=args.time_limit,
-                     default_max_tokens=args.max_tokens)
+                     default_max_tokens=args.max_tokens, on_idle=reserve.top_up if reserve else None)
     if not args.no_gc_freeze:
         warm_up_and_freeze(lm.vocab)
-    keep_heap_mapped()      # masks stop faulting freed pages in again (see guidewire.core.heap)
+    if reserve is not None:
+        reserve.top_up()
     print(f"guidewire: serving {lm.name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

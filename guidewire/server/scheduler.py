@@ -73,11 +73,16 @@ class Scheduler:
     """Continuous-batching decoder over a loaded model (see the module docstring).
 
     ``max_batch`` rows decode together; up to ``max_queue`` jobs wait (beyond that
-    :meth:`submit` raises a 429 :class:`APIError` with ``Retry-After``).
+    :meth:`submit` raises a 429 :class:`APIError` with ``Retry-After``). ``on_idle``, when given,
+    runs on the scheduler thread each time the last running row finishes and nothing is queued
+    (housekeeping off the decoding path, e.g. topping up a
+    :class:`~guidewire.core.heap.HeapReserve`); an exception there is counted in
+    ``stats["idle_errors"]``, never raised into decoding.
     """
 
-    def __init__(self, lm, *, max_batch: int = 16, max_queue: int = 64):
+    def __init__(self, lm, *, max_batch: int = 16, max_queue: int = 64, on_idle: Callable[[], object] | None = None):
         self.lm = lm
+        self.on_idle = on_idle
         self.vocab = lm.vocab
         self.max_batch, self.max_queue = int(max_batch), int(max_queue)
         pad = getattr(lm.tokenizer, "pad_token_id", None)
@@ -90,7 +95,8 @@ class Scheduler:
         self._cv = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
-        self.stats = {"forwards": 0, "tokens": 0, "admitted": 0, "rejected": 0, "errors": 0, "cancelled": 0}
+        self.stats = {"forwards": 0, "tokens": 0, "admitted": 0, "rejected": 0, "errors": 0, "cancelled": 0,
+                      "idle_runs": 0, "idle_errors": 0}
 
     # -- HTTP side ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -127,7 +133,18 @@ class Scheduler:
             self._thread.join(timeout)
 
     # -- scheduler thread ---------------------------------------------------------------------------
+    def _idle(self) -> None:
+        with self._cv:
+            if self._queue or self._closed:
+                return
+        try:
+            self.on_idle()
+            self.stats["idle_runs"] += 1
+        except Exception:  # noqa: BLE001 - housekeeping must not stop decoding
+            self.stats["idle_errors"] += 1
+
     def _loop(self) -> None:
+        busy = False    # rows were running after the previous iteration
         while True:
             with self._cv:
                 while not self._closed and not self._queue and not self._live:
@@ -150,6 +167,9 @@ class Scheduler:
                     job.sink(("error", err))
                 self._live = []
                 self.batch.keep([])
+            if self.on_idle is not None and not self._live and (admit or busy):
+                self._idle()
+            busy = bool(self._live)
         for job in pending:
             job.sink(("error", APIError("the server is shutting down", status=503, type="server_error")))
 

@@ -25,6 +25,7 @@ from .flatten import Flattener, merge
 from .negate import (MAX_NEGATION_DEPTH, Inexpressible, _patterns_apart, flats_disjoint, json_key, kinds_flat,
                      kinds_of, negate_flat, overlap_kinds, value_kind)
 from .product import intersect_all
+from .minimize import minimal_automaton
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_COUNTED = 2000
@@ -144,7 +145,8 @@ class SchemaGrammarBuilder:
                      complement_automaton(pattern_automaton(p[0], search=p[1])) for p in patterns]
             if exclude:
                 autos.append(excluding_automaton(exclude))
-            auto = intersect_all(autos) if autos else any_string_automaton()
+            # minimal DFA: every position after a search pattern has matched is one lexer state
+            auto = minimal_automaton(intersect_all(autos)) if autos else any_string_automaton()
             if not counted:
                 return json_string_into(nfa, auto)
             mark = len(nfa)
