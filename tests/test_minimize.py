@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from guidewire.core import Vocab
 from guidewire.grammar import compile_json_schema
 from guidewire.grammar.jsonschema.complement import _closure, automaton_matches
-from guidewire.grammar.jsonschema.minimize import MAX_STATES, minimal_automaton
+from guidewire.grammar.jsonschema.minimize import MAX_NFA_STATES, MAX_STATES, minimal_automaton
 from guidewire.grammar.jsonstring import pattern_automaton
 
 ALPHABET = "ab@.é1"
@@ -126,6 +126,9 @@ def test_an_automaton_too_large_to_determinise_is_kept_as_it_is():
     auto = pattern_automaton(r"(a|b)*a(a|b){12}", search=False)
     assert minimal_automaton(auto, max_states=MAX_STATES) is auto
     assert minimal_automaton(auto, max_states=1 << 15) is not auto     # it is only the bound
+    words = "|".join(f"w{i:04d}x" for i in range(200))     # an NFA over the size bound: not even tried
+    big = pattern_automaton(f"^({words})$", search=False)
+    assert len(big[0]) > MAX_NFA_STATES and minimal_automaton(big) is big
     empty = pattern_automaton(r"[^\s\S]", search=False)               # no string at all
     assert minimal_automaton(empty) is empty
 
