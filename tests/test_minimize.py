@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from guidewire.core import Vocab
 from guidewire.grammar import compile_json_schema
 from guidewire.grammar.jsonschema.complement import _closure, automaton_matches
-from guidewire.grammar.jsonschema.minimize import MAX_NFA_STATES, MAX_STATES, minimal_automaton
+from guidewire.grammar.jsonschema.minimize import (MAX_NFA_STATES, MAX_STATES, minimal_automaton, smaller_automaton,
+                                                   spelled_size)
 from guidewire.grammar.jsonstring import pattern_automaton
 
 ALPHABET = "ab@.é1"
@@ -147,3 +148,29 @@ def test_lexer_states_after_a_match_collapse_in_a_compiled_schema():
             assert m.advance(ch - 32), text
         states.add(m.state[1])
     assert len(states) == 1
+
+
+def test_the_compiler_keeps_the_automaton_whose_spelling_is_smaller():
+    """Determinising a Unicode-class search splits its classes between states (``\\d`` against
+    hex digits: 205 intervals become thousands); the compiler then keeps the NFA, and a counted
+    string over it (``minLength`` 35) still compiles and checks like ``jsonschema`` would."""
+    import jsonschema
+
+    grown = pattern_automaton(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}", search=True)
+    assert spelled_size(minimal_automaton(grown)) > 10 * spelled_size(grown)
+    assert smaller_automaton(grown) is grown
+    shrunk = pattern_automaton(r"^@[^\s]+", search=True)
+    assert smaller_automaton(shrunk) is not shrunk and spelled_size(smaller_automaton(shrunk)) <= spelled_size(shrunk)
+    tokens = [bytes([b]) for b in range(32, 127)]
+    eos = len(tokens)
+    vocab = Vocab(tuple(tokens) + (b"",), frozenset({eos}), frozenset({eos}), eos + 1, "ascii-bytes")
+    schema = {"type": "string", "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}
+    g = compile_json_schema(schema, vocab)
+    checked = 0
+    for value in ["12-ab-" + "f" * 24 + "zzzz", "12-ab-" + "f" * 23, "x" * 40, "1-" + "a" * 10 + "-" + "b" * 24]:
+        m = g.matcher()
+        text = '"' + value + '"'
+        ok = all(m.advance(ch - 32) for ch in text.encode()) and m.is_accepting()
+        assert ok == jsonschema.Draft202012Validator(schema).is_valid(value), value
+        checked += 1
+    assert checked == 4

@@ -25,7 +25,7 @@ from .flatten import Flattener, merge
 from .negate import (MAX_NEGATION_DEPTH, Inexpressible, _patterns_apart, flats_disjoint, json_key, kinds_flat,
                      kinds_of, negate_flat, overlap_kinds, value_kind)
 from .product import intersect_all
-from .minimize import minimal_automaton
+from .minimize import smaller_automaton
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_COUNTED = 2000
@@ -145,8 +145,10 @@ class SchemaGrammarBuilder:
                      complement_automaton(pattern_automaton(p[0], search=p[1])) for p in patterns]
             if exclude:
                 autos.append(excluding_automaton(exclude))
-            # minimal DFA: every position after a search pattern has matched is one lexer state
-            auto = minimal_automaton(intersect_all(autos)) if autos else any_string_automaton()
+            # minimal DFA (where its spelling grows little, not at all when counted): every
+            # position after a search pattern has matched is one lexer state
+            auto = (smaller_automaton(intersect_all(autos), growth=1.0 if counted else 2.0, slack=0 if counted else 256)
+                    if autos else any_string_automaton())
             if not counted:
                 return json_string_into(nfa, auto)
             mark = len(nfa)

@@ -114,6 +114,26 @@ def _subsets(nfa: CharNFA, start: int, moves: list[list[list[int]]], n_classes: 
     return subsets, trans
 
 
+def spelled_size(auto: tuple[CharNFA, int, int]) -> int:
+    """How many character intervals the automaton's edges carry: what its JSON spelling costs
+    (each interval of an edge becomes byte paths of its UTF-8 and escape spellings)."""
+    return sum(len(iv) for edges in auto[0].edges for iv, _ in edges)
+
+
+def smaller_automaton(auto: tuple[CharNFA, int, int], *, growth: float = 2.0,
+                      slack: int = 256) -> tuple[CharNFA, int, int]:
+    """:func:`minimal_automaton` of ``auto`` when its edges carry at most ``growth`` times
+    ``auto``'s intervals plus ``slack`` (its JSON spelling grows about that much at most), else
+    ``auto``: determinising splits Unicode classes between states (a search for
+    ``\\d+-[A-Fa-f0-9]*`` turns 205 intervals into 12,880, and with ``minLength`` 35 the spelled
+    string exceeds the automaton bound). A counted string (one spelled copy per counted
+    character) asks for ``growth=1, slack=0``."""
+    small = minimal_automaton(auto)
+    if small is auto or spelled_size(small) <= growth * spelled_size(auto) + slack:
+        return small
+    return auto
+
+
 def minimal_automaton(auto: tuple[CharNFA, int, int], max_states: int = MAX_STATES) -> tuple[CharNFA, int, int]:
     """The minimal DFA of ``auto``'s language as a :class:`CharNFA` ``(automaton, start, end)``
     (one ``end``, reached by an epsilon edge from each accepting state); ``auto`` itself when its
