@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 12 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 13 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -121,6 +121,10 @@ def test_python_blocks_without_model_run():
             assert g.precomputed["complete"] and g.precomputed["tables"] > 10 and lazy.precomputed is None
             assert g.stats()["token_tables"] > lazy.stats()["token_tables"] == 1
             assert namespace["schema"].stats()["token_tables"] > 1
+            continue
+        if "HeapReserve" in code:   # the heap-reserve block: full after its first top-up (glibc)
+            r = namespace["reserve"]
+            assert r.nbytes == 64 << 20 and (not r.available or r.stats["top_ups"] <= 1)
             continue
         if "compile_lark" in code:
             assert namespace["m2"].num_tokens == namespace["m"].num_tokens == 1
@@ -160,7 +164,7 @@ def test_python_blocks_without_model_run():
 
             key = Path(buffer_path(namespace["path"]))
             assert any(key in c and "".join(c[key].lines) == namespace["text"] for c in parser_cache.values())
-    assert ran == 9
+    assert ran == 10
 
 
 def _check_python_grammar(g) -> None:
