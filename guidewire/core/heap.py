@@ -111,6 +111,8 @@ class HeapReserve:
     what it faulted in when freed memory stays mapped: call :func:`keep_heap_mapped` first
     (``nbytes`` must stay under its mmap threshold, and the top under its trim threshold).
     The reserve is part of the process's resident memory (a bound in bytes, ``nbytes``).
+    What it reads is the top's size, not its residency: a block allocated past the top and freed
+    without being written counts as reserve until the next top-up finds the top short again.
     Where the C library is not glibc, :attr:`available` is False and :meth:`top_up` does nothing.
     """
 
@@ -127,7 +129,7 @@ class HeapReserve:
             self._malloc, self._free = libc.malloc, libc.free
             self._malloc.restype, self._malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
             self._free.restype, self._free.argtypes = None, [ctypes.c_void_p]
-        #: top-ups that faulted pages in, pages faulted in by them, and their wall time (ms)
+        #: top-ups that found the top short, the pages they faulted in, and their wall time (ms)
         self.stats = {"top_ups": 0, "faulted_pages": 0, "ms": 0.0}
 
     def top_up(self) -> int:

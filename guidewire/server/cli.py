@@ -71,17 +71,15 @@ def run_serve(args) -> int:
     from .app import create_app
 
     reserve = HeapReserve(args.heap_reserve_mb << 20) if args.heap_reserve_mb else None
-    # before any thread starts: every thread allocates from the main arena, where the reserve
-    # is; masks stop faulting freed pages in again (see guidewire.core.heap)
-    one_arena()
-    keep_heap_mapped()
+    one_arena()     # before any thread starts: every thread allocates where the reserve is
     lm = load_model(args.model, num_threads=args.threads, device=args.device)
     app = create_app(lm, max_batch=args.max_batch, max_queue=args.max_queue, time_limit=args.time_limit,
                      default_max_tokens=args.max_tokens, on_idle=reserve.top_up if reserve else None)
     if not args.no_gc_freeze:
         warm_up_and_freeze(lm.vocab)
+    keep_heap_mapped()      # after loading (its temporaries go back): masks stop faulting freed pages in again
     if reserve is not None:
-        reserve.top_up()
+        reserve.top_up()    # and the top of the heap is faulted in ahead (see guidewire.core.heap)
     print(f"guidewire: serving {lm.name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
