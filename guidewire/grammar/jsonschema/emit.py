@@ -22,10 +22,10 @@ from ..regex import RegexFragment, literal_into
 from . import numbers
 from .complement import complement_automaton, pattern_matches
 from .flatten import Flattener, merge
+from .minimize import smaller_automaton
 from .negate import (MAX_NEGATION_DEPTH, Inexpressible, _patterns_apart, flats_disjoint, json_key, kinds_flat,
                      kinds_of, negate_flat, overlap_kinds, value_kind)
 from .product import intersect_all
-from .minimize import smaller_automaton
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_COUNTED = 2000
