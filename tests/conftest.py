@@ -67,3 +67,20 @@ def smol_model():
 
     torch.set_num_threads(1)
     return load_model("smollm2")
+
+
+@pytest.fixture
+def nfa_string_automata():
+    """JSON Schema strings built from their NFAs, as before minimal DFAs (stop 59): for tests of
+    table mechanisms that NFA-built strings still exercise (Unicode-class searches and counted
+    strings keep theirs). The fragment store is emptied around the test, so no string built the
+    other way is reused. Its own patch: a test's ``monkeypatch.undo()`` leaves it in place."""
+    from guidewire.grammar import fragments
+    from guidewire.grammar.jsonschema import emit
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(emit, "smaller_automaton", lambda auto, **_: auto)
+    fragments.STORE.clear()
+    yield
+    fragments.STORE.clear()
+    patch.undo()

@@ -122,9 +122,10 @@ def test_python_blocks_without_model_run():
             assert g.stats()["token_tables"] > lazy.stats()["token_tables"] == 1
             assert namespace["schema"].stats()["token_tables"] > 1
             continue
-        if "HeapReserve" in code:   # the heap-reserve block: full after its first top-up (glibc)
+        if "HeapReserve" in code:   # the heap-reserve block: its second top-up faults (almost) nothing
             r = namespace["reserve"]
-            assert r.nbytes == 64 << 20 and (not r.available or r.stats["top_ups"] <= 1)
+            assert r.nbytes == 64 << 20 and namespace["again"] * 10 < (64 << 20) // 4096
+            assert not r.available or r.stats["faulted_pages"] == namespace["first"] + namespace["again"]
             continue
         if "compile_lark" in code:
             assert namespace["m2"].num_tokens == namespace["m"].num_tokens == 1

@@ -696,7 +696,7 @@ def _hub_tables_of_first_key(vocab, monkeypatch) -> list[int]:
 
 
 @needs_native
-def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, monkeypatch):
+def test_a_key_beside_several_pattern_hubs_builds_no_table_for_them(smollm2, monkeypatch, nfa_string_automata):
     """A key state with several pattern-string hubs near it, none built: its walk meets none of them
     (it walks their tokens itself), so its first mask builds one hub table (the key string's body,
     whose first bytes it reuses) where meeting them built four; every token's reading at the key
@@ -737,7 +737,7 @@ SIBLINGS_PREFIXES = (b'{"', b'{"t": "', b'{"t": " ', b'{"s": "', b'{"s": " ', b'
 
 
 @needs_native
-def test_a_hub_walks_beside_built_hubs_with_its_terminals(smollm2, monkeypatch):
+def test_a_hub_walks_beside_built_hubs_with_its_terminals(smollm2, monkeypatch, nfa_string_automata):
     """A hub's walk meets a built hub with the same alive terminals (``_sibling_hubs``) and
     inherits from it; random-walk masks with it are the vectorised build's, and every token's
     reading at the schema's string states and hubs is the slow walk's."""

@@ -658,7 +658,7 @@ def test_compiled_build_ahead_counts_built_rows_as_idle(monkeypatch):
     assert runs[0] == runs[1] and sel.size == 1
 
 
-def test_a_hub_equivalent_to_a_table_being_built_is_not_reused(smollm2, monkeypatch):
+def test_a_hub_equivalent_to_a_table_being_built_is_not_reused(smollm2, monkeypatch, nfa_string_automata):
     """Key strings of a schema with two unanchored key patterns beside free keys: the lexer's hubs
     fall into classes of equivalent states, and a hub's table reuses other hubs' tables. One
     equivalent to a table being built is not reused (its lookup built that very table again, inside
