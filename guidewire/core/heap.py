@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 __all__ = ["keep_heap_mapped", "heap_top_bytes", "one_arena", "HeapReserve", "MMAP_THRESHOLD", "TRIM_THRESHOLD",
-           "RESERVE_BYTES"]
+           "RESERVE_BYTES", "RESERVE_MB"]
 
 _M_TRIM_THRESHOLD = -1    # glibc's mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
@@ -46,6 +46,7 @@ MMAP_THRESHOLD = 256 << 20
 TRIM_THRESHOLD = 1 << 30
 #: :class:`HeapReserve`'s default: free memory kept faulted in at the top of the heap
 RESERVE_BYTES = 128 << 20
+RESERVE_MB = RESERVE_BYTES >> 20
 
 
 def _glibc():

@@ -6,10 +6,8 @@ import argparse
 import os
 import sys
 
-from ..core.heap import RESERVE_BYTES
+from ..core.heap import RESERVE_MB
 from .data import DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, resolve_inputs
-
-HEAP_RESERVE_MB = RESERVE_BYTES >> 20
 
 EXAMPLE = """\
 data: MaskBench from JSONSchemaBench (Geng et al., 2025; github.com/guidance-ai/jsonschemabench), one JSON
@@ -51,7 +49,7 @@ def build_parser(prog: str = "guidewire bench maskbench") -> argparse.ArgumentPa
                         "worker keeps freed memory mapped, as guidewire serve does: see guidewire.core.heap)")
     p.add_argument("--heap-reserve-mb", type=int, default=None,
                    help="free memory each worker keeps faulted in at the top of its heap, topped up between "
-                        f"schemas outside their timings (default {HEAP_RESERVE_MB}; 0: none; needs the kept heap)")
+                        f"schemas outside their timings (default {RESERVE_MB}; 0: none; needs the kept heap)")
     p.add_argument("--jobs", type=int, default=1, help="schemas in flight at once (default 1; timings are only "
                                                        "meaningful with 1)")
     p.add_argument("--serializations", default=",".join(DEFAULT_SERIALIZATIONS),

@@ -12,7 +12,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
-from .cli import HEAP_RESERVE_MB
+from ..core.heap import RESERVE_MB
 from .data import (DEFAULT_SERIALIZATIONS, SERIALIZATIONS, UsageError, load_case, load_tokenizer, subset_of,
                    tokenize_instances)
 from .engines import EngineContext, engine_available, resolve_engines
@@ -37,7 +37,7 @@ class RunConfig:
     fresh_workers: bool = False
     freeze_heap: bool = True
     keep_heap: bool = True
-    heap_reserve_mb: int | None = None     # None: HEAP_RESERVE_MB with the kept heap, 0 without
+    heap_reserve_mb: int | None = None     # None: RESERVE_MB with the kept heap, 0 without
     sample: int | None = None
     seed: int = 0
     meta: dict = field(default_factory=dict)
@@ -57,7 +57,7 @@ class RunConfig:
         if self.memory_mb is not None and 0 < self.memory_mb < 256:
             raise UsageError(f"--memory-mb {self.memory_mb} is too small to start a worker (0 = no cap)")
         if self.heap_reserve_mb is None:
-            self.heap_reserve_mb = HEAP_RESERVE_MB if self.keep_heap else 0
+            self.heap_reserve_mb = RESERVE_MB if self.keep_heap else 0
         if isinstance(self.heap_reserve_mb, bool) or not isinstance(self.heap_reserve_mb, int) \
                 or not 0 <= self.heap_reserve_mb < 256:
             raise UsageError(f"--heap-reserve-mb must be in 0..255, got {self.heap_reserve_mb}")
