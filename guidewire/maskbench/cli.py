@@ -43,7 +43,9 @@ def build_parser(prog: str = "guidewire bench maskbench") -> argparse.ArgumentPa
                         "cache (fragment store, per-vocabulary tables) carries over; TTFM is the cold one")
     p.add_argument("--no-gc-freeze", action="store_true",
                    help="keep the worker's start-up heap in CPython's full collections (by default it is "
-                        "frozen once the engine is built, as guidewire serve does after loading its model)")
+                        "frozen once the engine is built, as guidewire serve does after loading its model, and "
+                        "after each schema its garbage is collected and the survivors frozen, outside the timings: "
+                        "see guidewire.core.collector)")
     p.add_argument("--no-keep-heap", action="store_true",
                    help="leave glibc's malloc thresholds as they are in the workers (by default every engine's "
                         "worker keeps freed memory mapped, as guidewire serve does: see guidewire.core.heap)")

@@ -8,7 +8,10 @@ sleeps that long), ``"x-fake-alloc-mb": n`` (compile allocates and touches ``n``
 ``"x-fake-need-kept-heap": true`` (compile refuses where a freed 64 MiB block faults in again),
 ``"x-fake-need-faulted-top": true`` (compile keeps 64 MiB more alive, 1 MiB at a time, as a filling
 memo does, and refuses when that faulted more than a tenth of its pages in) or
-``"x-fake-need-warm-up": true`` (compile refuses unless the engine was warmed up in this process).
+``"x-fake-need-warm-up": true`` (compile refuses unless the engine was warmed up in this process) or
+``"x-fake-need-frozen-leftovers": true`` (compile keeps 20,000 more lists alive, as a memo filling
+up does, and refuses when the lists earlier schemas left are still in the collector's generations,
+that is, not frozen between schemas).
 """
 
 from __future__ import annotations
@@ -55,6 +58,13 @@ class _ConstCompiled:
 
 _warmed_up = False   # whether Engine.warm_up ran in this process
 _held: list = []     # what x-fake-need-faulted-top keeps alive (a memo filling up)
+_leftovers: list = []   # what x-fake-need-frozen-leftovers keeps alive: one list of lists per schema
+
+
+def _unfrozen(objs: list) -> int:
+    """How many of ``objs`` are in one of the collector's generations (not frozen)."""
+    ids = {id(o) for o in objs}
+    return sum(id(o) in ids for g in range(3) for o in gc.get_objects(generation=g))
 
 
 def _refaults() -> bool:
@@ -68,8 +78,8 @@ def _refaults() -> bool:
 
 
 def _misbehave(schema: Any) -> None:
-    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap``,
-    ``x-fake-need-kept-heap``, ``x-fake-need-faulted-top`` and ``x-fake-need-warm-up`` in a schema object."""
+    """Honour ``x-fake-sleep``, ``x-fake-alloc-mb``, ``x-fake-need-frozen-heap``, ``x-fake-need-kept-heap``,
+    ``x-fake-need-faulted-top``, ``x-fake-need-warm-up`` and ``x-fake-need-frozen-leftovers`` in a schema object."""
     if not isinstance(schema, dict):
         return
     if schema.get("x-fake-need-warm-up") and not _warmed_up:
@@ -84,6 +94,12 @@ def _misbehave(schema: Any) -> None:
         faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
         if faulted * 10 > (64 << 20) // 4096:
             raise RuntimeError(f"growing the live set by 64 MiB faulted {faulted} pages in")
+    if schema.get("x-fake-need-frozen-leftovers"):
+        earlier = [o for batch in _leftovers for o in batch]
+        _leftovers.append([[i] for i in range(20000)])
+        left = _unfrozen(earlier)
+        if left:
+            raise RuntimeError(f"{left} of the {len(earlier)} objects earlier schemas left are not frozen")
     if schema.get("x-fake-sleep"):
         time.sleep(float(schema["x-fake-sleep"]))
     if schema.get("x-fake-alloc-mb"):

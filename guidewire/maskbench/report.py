@@ -283,10 +283,10 @@ def merge_runs(dirs: list[str], out: str, plots: bool = True) -> dict:
             path = os.path.join(d, "samples", f"tbm_us_{e}.npy")
             tbm[e] = np.load(path) if os.path.exists(path) else np.zeros(0, dtype=np.float32)
         if not info:
-            info = dict(run_info, engines=[], versions={}, warm_up={}, heap_reserve={})
+            info = dict(run_info, engines=[], versions={}, warm_up={}, heap_reserve={}, gc_between={})
         info["engines"] += new
         info["versions"].update({e: run_info["versions"].get(e, "") for e in new})
-        for key in ("warm_up", "heap_reserve"):     # per engine: each from its own run
+        for key in ("warm_up", "heap_reserve", "gc_between"):     # per engine: each from its own run
             per = run_info.get(key) or {}
             info[key].update({e: per[e] for e in new if isinstance(per, dict) and e in per})
         info["merged_from"] = info.get("merged_from", []) + [d]

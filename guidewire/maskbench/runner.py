@@ -79,6 +79,20 @@ def _reserve_totals(records: list[dict]) -> dict:
     return out
 
 
+def _collector_totals(records: list[dict]) -> dict:
+    """Per engine: the workers' collections between schemas (count, full ones, total and largest ms)."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if "gc_between_ms" in r:
+            t = out.setdefault(r.get("engine", "?"), {"collections": 0, "full": 0, "ms": 0.0, "max_ms": 0.0})
+            ms = float(r["gc_between_ms"])
+            t["collections"] += 1
+            t["full"] += bool(r.get("gc_between_full"))
+            t["ms"] = round(t["ms"] + ms, 3)
+            t["max_ms"] = max(t["max_ms"], ms)
+    return out
+
+
 def _summarize_tbm(samples: list[float]) -> dict:
     """count / p50 / p99 / mean of one schema's TBM samples (µs)."""
     if not samples:
@@ -299,6 +313,7 @@ def run(cfg: RunConfig) -> dict:
             "process": "fresh worker per schema (cold)" if cfg.fresh_workers else "one worker per engine (warm)",
             "gc_freeze": cfg.freeze_heap, "keep_heap": cfg.keep_heap, "warm_up": warm_states,
             "heap_reserve_mb": cfg.heap_reserve_mb, "heap_reserve": _reserve_totals(run_state.records),
+            "gc_between": _collector_totals(run_state.records),
             "sample": cfg.sample, "seed": cfg.seed,
             "wall_s": round(time.time() - started, 1), "interrupted": interrupted, **cfg.meta}
     tbm = {e: (np.concatenate(v) if v else np.zeros(0, dtype=np.float32)) for e, v in run_state.tbm.items()}

@@ -6,7 +6,6 @@ Like :mod:`.jedifast`, this module imports nothing from guidewire: the jedi chil
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 import weakref
@@ -204,33 +203,34 @@ def parse_buffer(code: str, path: str | None, project=None) -> bool:
     return True
 
 
-class FrozenHeap:
+def _idle_collector():
+    """:class:`guidewire.core.collector.IdleCollector`, run from its source file (this module imports
+    nothing from guidewire; that file imports only the standard library)."""
+    import runpy
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return runpy.run_path(os.path.join(here, os.pardir, "core", "collector.py"))["IdleCollector"]
+
+
+class FrozenHeap(_idle_collector()):
     """The collector's policy of a process whose heap is mostly jedi's and parso's caches.
 
     Those caches hold millions of objects that live as long as the process; every full
     collection walks them all (0.2-0.7 s, measured inside queries on the dot-completion dev set,
     the largest part of the analysis tail). :meth:`after_query`, called once an answer is out,
-    collects what the query left (cheap: only objects made since the last freeze are walked) and
-    freezes what survives, so later collections skip it. Frozen objects that become garbage later
-    (a dropped inference state, entries a bounded cache let go of) wait for the next full
-    collection: everything is unfrozen and collected once the frozen set has grown by
-    ``growth`` times its size after the last full collection (a full collection's cost is then
-    paid once per doubling, as the collector's own rule pays it per 25%), and once
-    ``max_dropped_bytes`` of inference state were dropped since. ``collections``, ``full``,
-    ``seconds`` and ``max_s`` say what it cost. Freezing is process-wide: objects other threads
-    made before the call are frozen too (and collected at the next full collection).
+    collects what the query left and freezes what survives (``IdleCollector.collect``: a full
+    collection once the frozen set has grown ``growth`` times), and also fully once
+    ``max_dropped_bytes`` of inference state were dropped since the last full collection (a
+    dropped state's frozen objects are garbage only a full collection finds). ``collections``,
+    ``full``, ``seconds`` and ``max_s`` say what it cost. Freezing is process-wide: objects other
+    threads made before the call are frozen too (and collected at the next full collection).
     """
 
     def __init__(self, *states: InferenceStates, growth: float = 2.0, max_dropped_bytes: int = 64 << 20):
-        if not growth > 1:
-            raise ValueError(f"growth must be > 1, got {growth}")
-        self.growth, self.max_dropped_bytes = growth, max_dropped_bytes
-        self.collections = self.full = 0
-        self.seconds = self.max_s = 0.0
+        super().__init__(growth)
+        self.max_dropped_bytes = max_dropped_bytes
         self._seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # states -> dropped bytes seen
         self._pending = 0  # bytes of states dropped since the last full collection
-        self._base = None  # frozen objects right after the last full collection
-        self._frozen = 0  # frozen objects now (as counted at each freeze)
         for st in states:
             self.watch(st)
 
@@ -241,22 +241,13 @@ class FrozenHeap:
 
     def after_query(self) -> None:
         """Collect the last query's garbage and freeze the survivors (see the class docstring)."""
-        t0 = time.perf_counter()
-        self.collections += 1
         for st, seen in list(self._seen.items()):
             self._pending += st.dropped_bytes - seen
             self._seen[st] = st.dropped_bytes
-        gc.collect()
-        # every unfrozen survivor is in the oldest generation now: those are what a freeze adds
-        # (counted in time linear in them; gc.get_freeze_count() would walk the whole frozen set)
-        self._frozen += len(gc.get_objects(generation=2))
-        if self._base is None or self._frozen > self.growth * self._base or self._pending > self.max_dropped_bytes:
-            self._pending = 0
-            self.full += 1
-            gc.unfreeze()
-            gc.collect()
-            self._frozen = self._base = max(1, len(gc.get_objects(generation=2)))
-        gc.freeze()
-        dt = time.perf_counter() - t0
-        self.seconds += dt
-        self.max_s = max(self.max_s, dt)
+        self.collect()
+
+    def _full_due(self) -> bool:
+        return self._pending > self.max_dropped_bytes
+
+    def _on_full(self) -> None:
+        self._pending = 0

@@ -20,7 +20,8 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="where the model runs: cpu, cuda, cuda:N "
                    "(default $GUIDEWIRE_DEVICE, else cpu)")
     p.add_argument("--no-gc-freeze", action="store_true",
-                   help="do not freeze the warmed-up heap out of CPython's full GC collections")
+                   help="do not freeze the warmed-up heap out of CPython's full GC collections (nor collect "
+                        "and freeze again whenever decoding goes idle: see guidewire.core.collector)")
     p.add_argument("--heap-reserve-mb", type=int, default=128,
                    help="free memory kept faulted in at the top of the C heap, topped up whenever decoding "
                         "goes idle, so masks do not fault new pages in (default 128; 0: none; glibc only)")
@@ -54,6 +55,23 @@ def warm_up_and_freeze(vocab) -> int:
     return gc.get_freeze_count()
 
 
+def idle_housekeeping(collector, reserve):
+    """The scheduler's ``on_idle`` hook, or None with neither part: collect what the last requests
+    left and freeze the survivors (``collector``, a :class:`~guidewire.core.collector.IdleCollector`:
+    full collections happen here, not inside a mask), then top ``reserve`` up (a
+    :class:`~guidewire.core.heap.HeapReserve`; after the collection, which frees memory)."""
+    if collector is None and reserve is None:
+        return None
+
+    def housekeeping() -> None:
+        if collector is not None:
+            collector.collect()
+        if reserve is not None:
+            reserve.top_up()
+
+    return housekeeping
+
+
 def run_serve(args) -> int:
     """Load the model and serve until interrupted."""
     for flag, v in (("--port", args.port), ("--max-batch", args.max_batch), ("--max-queue", args.max_queue),
@@ -66,15 +84,17 @@ def run_serve(args) -> int:
         raise ValueError(f"--heap-reserve-mb must be in 0..255, got {args.heap_reserve_mb}")
     import uvicorn
 
+    from ..core.collector import IdleCollector
     from ..core.heap import HeapReserve, keep_heap_mapped, one_arena
     from ..runtime.loading import load_model
     from .app import create_app
 
     reserve = HeapReserve(args.heap_reserve_mb << 20) if args.heap_reserve_mb else None
+    collector = None if args.no_gc_freeze else IdleCollector()
     one_arena()     # before any thread starts: every thread allocates where the reserve is
     lm = load_model(args.model, num_threads=args.threads, device=args.device)
     app = create_app(lm, max_batch=args.max_batch, max_queue=args.max_queue, time_limit=args.time_limit,
-                     default_max_tokens=args.max_tokens, on_idle=reserve.top_up if reserve else None)
+                     default_max_tokens=args.max_tokens, on_idle=idle_housekeeping(collector, reserve))
     if not args.no_gc_freeze:
         warm_up_and_freeze(lm.vocab)
     keep_heap_mapped()      # after loading (its temporaries go back): masks stop faulting freed pages in again
