@@ -319,6 +319,42 @@ def test_every_part_of_a_slice_matches_a_scan(tokens, ascii_set, leads):
         assert sl.by_first[b].tolist() == [sum(min(k, width - 2) < j for k in mine) for j in range(width)]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_tokens, st.sets(st.integers(0, 127), max_size=128), st.sets(st.integers(0xC2, 0xF4), max_size=51))
+def test_trie_slice_matches_a_scan(tokens, ascii_set, leads):
+    """A slice in the trie's token order (the one pass in C, or take and cumsum in numpy), on byte
+    soup with a fresh vocabulary per example: each position's membership is a scan with Python's
+    decoder of the token there, and ``prefix`` counts the non-members before each position."""
+    from guidewire.grammar.tabletrie import token_trie, trie_slice
+
+    vocab = _vocab(tokens)
+    chars = ascii_set | leads
+    sel = np.zeros(256, dtype=bool)
+    sel[list(chars)] = True
+    sl, trie = trie_slice(vocab, sel), token_trie(vocab)
+    want = [_decodes(d) and all(0x80 <= b < 0xC0 or b in chars for b in d)
+            for d in (vocab.token_bytes[t] for t in trie.toks.tolist())]
+    assert sl.member.dtype == np.uint8 and sl.member.tolist() == [int(m) for m in want]
+    assert sl.prefix.dtype == np.int32 and sl.prefix.tolist() == np.concatenate([[0], np.cumsum(
+        [not m for m in want])]).tolist()
+    assert len(want) == len(set(tokens) - {b""})
+
+
+def test_lazy_parts_of_a_slice_are_counted_from_the_start(smollm2):
+    """``by_chars`` and ``outside`` are made on first use, and the bytes the memo's bound counts
+    already include them: the count does not change once they exist, and equals the arrays' sizes."""
+    sel = np.zeros(256, dtype=bool)
+    sel[32:127] = True
+    sel[0xC2:0xF5] = True
+    sl = utf8_slice(smollm2, sel)
+    before = sl.nbytes
+    made = sl.member.nbytes + sl.row.nbytes + sl.by_chars.nbytes + sl.outside.nbytes + sl.by_first.nbytes \
+        + sl.most.nbytes
+    assert sl.by_chars.shape[0] == sl.n_rows > 1 and sl.outside.size == sl.member.size - sl.count > 0
+    assert sl.nbytes == before == made
+    assert sl.by_chars is sl.by_chars and sl.outside is sl.outside     # made once
+
+
 def test_compiled_slice_refuses_bad_input():
     """Mismatched arrays, a token id past the row and too few rows by characters are typed
     errors of the compiled slice, never a write out of bounds."""
@@ -348,6 +384,40 @@ def test_compiled_slice_refuses_bad_input():
         mod.slice_rows(member, chars, np.array([0, 1, 40]), 2, row, by, 1)
     with pytest.raises(ValueError):
         mod.slice_rows(member, chars, np.array([0, 1, 2]), 2, row, by[:1], 1)
+    # the row set in the members' pass: the same bits as slice_rows's, ids checked
+    row2 = np.zeros(1, dtype=np.int32)
+    hist[:] = 0
+    most[:] = 0
+    assert mod.slice_members(whole, ascii_bits, lead, chars, first, 0, 0, 0, 2, width, member, hist, most,
+                             np.array([0, 1, 2]), row2, 1) == (3, 2)
+    assert row2[0] == 0b111
+    with pytest.raises(IndexError):
+        mod.slice_members(whole, ascii_bits, lead, chars, first, 0, 0, 0, 2, width, member, hist, most,
+                          np.array([0, 1, 40]), row2, 1)
+    with pytest.raises(TypeError):
+        mod.slice_members(whole, ascii_bits, lead, chars, first, 0, 0, 0, 2, width, member, hist, most,
+                          np.array([0, 1, 2]))
+    # the trie-order pass and the first-byte row
+    out, prefix = np.zeros(3, dtype=np.uint8), np.zeros(4, dtype=np.int32)
+    assert mod.slice_trie(np.array([1, 0, 1], dtype=np.uint8), np.array([2, 1, 0]), out, prefix) is None
+    assert out.tolist() == [1, 0, 1] and prefix.tolist() == [0, 0, 1, 1]
+    with pytest.raises(IndexError):
+        mod.slice_trie(np.array([1, 0, 1], dtype=np.uint8), np.array([2, 3, 0]), out, prefix)
+    with pytest.raises(ValueError):
+        mod.slice_trie(np.array([1, 0, 1], dtype=np.uint8), np.array([2, 1, 0]), out, prefix[:3])
+    in_set = np.zeros(257, dtype=np.uint8)
+    in_set[[97, 256]] = 1
+    first_of_id = np.full(32, 98, dtype=np.uint16)
+    first_of_id[[3, 31]] = 97
+    first_of_id[5] = 256
+    row3 = np.zeros(1, dtype=np.int32)
+    assert mod.byte_row(in_set, first_of_id, row3) is None
+    assert row3.view(np.uint32)[0] == (1 << 3) | (1 << 5) | (1 << 31)
+    first_of_id[7] = 257
+    with pytest.raises(IndexError):
+        mod.byte_row(in_set, first_of_id, row3)
+    with pytest.raises(ValueError):
+        mod.byte_row(in_set[:256], first_of_id, row3)
 
 
 def test_a_class_around_non_ascii_text(soup):

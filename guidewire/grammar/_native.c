@@ -24,6 +24,8 @@ PyObject *native_earley_closure(PyObject *self, PyObject *args);
 PyObject *native_eps_closure(PyObject *self, PyObject *args);
 PyObject *native_slice_members(PyObject *self, PyObject *args);
 PyObject *native_slice_rows(PyObject *self, PyObject *args);
+PyObject *native_slice_trie(PyObject *self, PyObject *args);
+PyObject *native_byte_row(PyObject *self, PyObject *args);
 PyObject *native_first_outside(PyObject *self, PyObject *args);
 PyObject *native_ahead(PyObject *self, PyObject *args);
 PyObject *native_byte_words(PyObject *self, PyObject *args);
@@ -926,6 +928,8 @@ static PyMethodDef methods[] = {
     {"earley_closure", native_earley_closure, METH_VARARGS, "The dotted rules predicting a set of nonterminals adds to an Earley set (see _native_earley.c)."},
     {"slice_members", native_slice_members, METH_VARARGS, "A UTF-8 slice's members, per-first-byte counts and longest members (see _native_slice.c)."},
     {"slice_rows", native_slice_rows, METH_VARARGS, "A UTF-8 slice's row and rows by characters (see _native_slice.c)."},
+    {"slice_trie", native_slice_trie, METH_VARARGS, "A UTF-8 slice's members in trie order and their non-member prefix counts (see _native_slice.c)."},
+    {"byte_row", native_byte_row, METH_VARARGS, "The bitmask row of the token ids whose first byte is in a set (see _native_slice.c)."},
     {"ahead", native_ahead, METH_VARARGS, "Walk stopped tokens on through a lazy lexer's built rows (see _native_ahead.c)."},
     {"first_outside", native_first_outside, METH_VARARGS, "Per position, the first one on whose byte is not a loop byte (see _native_vocab.c)."},
     {"byte_words", native_byte_words, METH_VARARGS, "Per token, its set of bytes as 4 uint64 words (see _native_vocab.c)."},

@@ -173,9 +173,16 @@ def trie_slice(vocab, class_set: np.ndarray) -> TrieSlice:
 def _build_trie_slice(vocab, class_set: np.ndarray) -> TrieSlice:
     trie = token_trie(vocab)
     chars, subtree = per_vocab(vocab, _CHARS_KEY, _trie_chars)
-    member = utf8_slice(vocab, class_set).member.take(trie.pos).view(np.uint8)
-    prefix = np.zeros(member.size + 1, dtype=np.int32)
-    np.cumsum(member == 0, out=prefix[1:])
+    layout_member = utf8_slice(vocab, class_set).member
+    compiled = native.module()
+    if compiled is not None:    # one pass in C; the numpy lines below are the reference
+        member = np.empty(trie.pos.size, dtype=np.uint8)
+        prefix = np.empty(member.size + 1, dtype=np.int32)
+        compiled.slice_trie(layout_member.view(np.uint8), trie.pos, member, prefix)
+    else:
+        member = layout_member.take(trie.pos).view(np.uint8)
+        prefix = np.zeros(member.size + 1, dtype=np.int32)
+        np.cumsum(member == 0, out=prefix[1:])
     for arr in (member, prefix):
         arr.setflags(write=False)
     return TrieSlice(member, prefix, chars, subtree)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -371,7 +371,12 @@ def _first_byte_row(vocab, first: np.ndarray) -> np.ndarray:
         row = _ordinary_row(vocab, layout) & ~_union(layout, ~first)
     else:   # look every token's first byte up in the set, then pack
         member = np.append(first, False)
-        row = np.packbits(member.take(layout.first_of_id), bitorder="little").view(np.int32)
+        compiled = native.module()
+        if compiled is not None:    # in C: no index array converted, no bool array packed
+            row = np.empty(layout.words, dtype=np.int32)
+            compiled.byte_row(member.view(np.uint8), layout.first_of_id, row)
+        else:
+            row = np.packbits(member.take(layout.first_of_id), bitorder="little").view(np.int32)
     row.setflags(write=False)
     return row
 
@@ -500,28 +505,59 @@ class Utf8Slice:
     """The tokens made of whole UTF-8 characters whose ASCII bytes and lead bytes all lie in a set: ``member``
     (a bool per ordinary token, layout order), ``row`` (their bitmask row), ``chars`` (each
     token's number of characters, layout order) and ``by_chars[k - 1]``, the row of the members
-    of exactly ``k`` characters, for ``k`` up to :data:`~.tabletuning.SLICE_MAX_CHARS` (longer members are
-    in ``row`` only).
+    of exactly ``k`` characters, for ``k`` up to ``n_rows`` (the most characters of a member of at
+    most :data:`~.tabletuning.SLICE_MAX_CHARS`; longer members are in ``row`` only).
 
     Per first byte, so that a state whose candidates are whole first-byte buckets never touches
     the vocabulary: ``outside`` lists the tokens that are not members (layout indexes, ascending),
     ``by_first[b, k]`` counts the members starting with byte ``b`` of fewer than ``k`` characters
     (``k`` up to ``SLICE_MAX_CHARS + 2``, the last column counting them all) and ``most[b]`` is
-    the most characters among them (0 if none)."""
+    the most characters among them (0 if none).
+
+    ``by_chars`` (read by counter chains only) and ``outside`` (by the from-buckets path only) are
+    made on first use (1.5 MiB and 0.6 ms of a 262k vocabulary's slice that a string body never
+    reads); :attr:`nbytes` counts them from the start, so the memo's bound holds either way."""
 
     member: np.ndarray
     row: np.ndarray
     chars: np.ndarray
-    by_chars: np.ndarray
-    outside: np.ndarray
     by_first: np.ndarray
     most: np.ndarray
+    n_rows: int
+    ids: np.ndarray         # the layout's token ids (shared by every slice of the vocabulary)
+    _made: dict = field(default_factory=dict, compare=False, repr=False)     # by_chars, outside once made
+
+    @property
+    def by_chars(self) -> np.ndarray:
+        """``(n_rows, words)`` int32: row ``k - 1`` holds the members of exactly ``k`` characters."""
+        got = self._made.get("by_chars")
+        if got is None:
+            got = self._made["by_chars"] = _rows_by_chars(self.member, self.chars, self.ids, self.n_rows,
+                                                          self.row.size)
+        return got
+
+    @property
+    def outside(self) -> np.ndarray:
+        """The layout indexes of the ordinary tokens that are not members, ascending (int64)."""
+        got = self._made.get("outside")
+        if got is None:
+            got = _flatnonzero(~self.member)
+            got.setflags(write=False)
+            self._made["outside"] = got
+        return got
 
     @property
     def nbytes(self) -> int:
-        """Memory held (``chars`` is shared by every slice of the vocabulary)."""
-        return (self.member.nbytes + self.row.nbytes + self.by_chars.nbytes + self.outside.nbytes
+        """Memory held, ``by_chars`` and ``outside`` included whether made yet or not (``chars`` and
+        ``ids`` are shared by every slice of the vocabulary)."""
+        n_out = self.member.size - self.count
+        return (self.member.nbytes + self.row.nbytes + self.n_rows * self.row.nbytes + n_out * 8
                 + self.by_first.nbytes + self.most.nbytes)
+
+    @property
+    def count(self) -> int:
+        """The number of members."""
+        return int(self.by_first[:, -1].sum())
 
 
 def utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
@@ -537,16 +573,14 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
     no_lead = int(~np.packbits(ascii_set[192:], bitorder="little").view(np.uint64)[0])
     width = tuning.SLICE_MAX_CHARS + 3
     compiled = native.module()
-    if compiled is not None:    # two passes in C; the numpy lines below are the reference
+    if compiled is not None:    # one pass in C (members, counts, row); the numpy lines below are the reference
         member = np.empty(layout.ids.size, dtype=bool)
         hist = np.zeros(256 * width, dtype=np.int64)
         most = np.zeros(256, dtype=np.int64)
+        row = np.zeros(layout.words, dtype=np.int32)
         _count, n_rows = compiled.slice_members(index.whole, index.ascii_bits, index.lead_bits, index.chars,
                                                 layout.first, out0, out1, no_lead, tuning.SLICE_MAX_CHARS, width,
-                                                member, hist, most)
-        row = np.zeros(layout.words, dtype=np.int32)
-        by_chars = np.zeros((n_rows, layout.words), dtype=np.int32)
-        compiled.slice_rows(member, index.chars, layout.ids, tuning.SLICE_MAX_CHARS, row, by_chars, layout.words)
+                                                member, hist, most, layout.ids, row, layout.words)
         by_first = np.cumsum(hist.reshape(256, width), axis=1)
     else:
         member = index.whole.copy()
@@ -560,16 +594,29 @@ def _utf8_slice(vocab, ascii_set: np.ndarray) -> Utf8Slice:
         k = index.chars.take(at)
         short = k <= tuning.SLICE_MAX_CHARS
         n_rows = int(k.max(where=short, initial=0))
-        by_chars = _sum_rows(k[short] - 1, layout.ids.take(at[short]), n_rows, layout.words)
         first = layout.first.take(at)
         hist = np.bincount(first * width + np.minimum(k, width - 2) + 1, minlength=256 * width).reshape(256, width)
         by_first = np.cumsum(hist, axis=1)
         most = np.zeros(256, dtype=np.int64)
         np.maximum.at(most, first, k)
-    outside = _flatnonzero(~member)
-    for arr in (member, row, by_chars, outside, by_first, most):
+    for arr in (member, row, by_first, most):
         arr.setflags(write=False)
-    return Utf8Slice(member, row, index.chars, by_chars, outside, by_first, most)
+    return Utf8Slice(member, row, index.chars, by_first, most, int(n_rows), layout.ids)
+
+
+def _rows_by_chars(member: np.ndarray, chars: np.ndarray, ids: np.ndarray, n_rows: int, words: int) -> np.ndarray:
+    """``(n_rows, words)`` int32 rows: the members (layout order) of exactly ``k`` characters in row ``k - 1``."""
+    compiled = native.module()
+    if compiled is not None:
+        by_chars = np.zeros((n_rows, words), dtype=np.int32)
+        compiled.slice_rows(member, chars, ids, n_rows, np.zeros(words, dtype=np.int32), by_chars, words)
+    else:
+        at = member.nonzero()[0]
+        k = chars.take(at)
+        short = k <= n_rows
+        by_chars = _sum_rows(k[short] - 1, ids.take(at[short]), n_rows, words)
+    by_chars.setflags(write=False)
+    return by_chars
 
 
 def _sum_rows(gid: np.ndarray, toks: np.ndarray, n_rows: int, words: int) -> np.ndarray:
