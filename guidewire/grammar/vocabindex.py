@@ -215,7 +215,9 @@ def _loop_runs(vocab, loop: np.ndarray) -> LoopRuns:
         compiled.first_outside(layout.flat16, second, np.ascontiguousarray(loop, dtype=np.uint8), where)
     else:
         where = loop_run_ends(vocab, loop).take(second)
-    exit_byte = layout.flat.take(where).astype(np.uint8)
+    # from the raw bytes (a sentinel reads as 0 there, as 256 does cast to uint8): an eighth of the
+    # memory ``flat`` (int64) spans
+    exit_byte = np.frombuffer(layout.raw, dtype=np.uint8).take(where)
     for arr in (exits, exit_bucket, stay_row, exit_byte):
         arr.setflags(write=False)
     return LoopRuns(exits, exit_bucket, stay_row, exit_byte)
