@@ -9,7 +9,7 @@ with its median per-schema ratio. A schema whose walks differ in length between 
 the other allows) is left out of the mask pairing and counted.
 
     git archive <base-commit> | tar -x -C /tmp/base
-    python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE] [--files LIST]
+    python bench/ab_paired.py --base /tmp/base --n 100 [--tokenizer gemma3] [--out FILE] [--files LIST] [--keep-heap]
 
 Both workers freeze their start-up heap out of CPython's full collections, as the MaskBench
 worker does.
@@ -35,6 +35,9 @@ from guidewire.grammar import compile_json_schema
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances
 b = load_tokenizer(sys.argv[1])
 import gc; gc.collect(); gc.freeze()    # as the MaskBench worker does
+if sys.argv[2] == "keep":                # freed memory kept mapped, as MaskBench's workers do by default
+    from guidewire.core.heap import keep_heap_mapped
+    keep_heap_mapped()
 print("ready", flush=True)
 for line in sys.stdin:
     times, ttfm = [], None
@@ -63,10 +66,11 @@ for line in sys.stdin:
 '''
 
 
-def _start(tree: str, tokenizer: str) -> subprocess.Popen:
+def _start(tree: str, tokenizer: str, keep_heap: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": tree, "HF_HUB_OFFLINE": "1", "GUIDEWIRE_NUM_THREADS": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    p = subprocess.Popen([sys.executable, "-c", WORKER, tokenizer], cwd=tree, env=env, text=True,
+    p = subprocess.Popen([sys.executable, "-c", WORKER, tokenizer, "keep" if keep_heap else "give"], cwd=tree,
+                         env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "ready"
     return p
@@ -88,13 +92,17 @@ def main(argv=None) -> None:
     ap.add_argument("--tokenizer", default="smollm2", help="smollm2 or gemma3")
     ap.add_argument("--out", default=None, help="also write the JSON here")
     ap.add_argument("--files", default=None, help="a file of schema names (one per line) instead of a sample")
+    ap.add_argument("--keep-heap", action="store_true", help="both workers keep freed memory mapped "
+                    "(guidewire.core.heap.keep_heap_mapped, as MaskBench's workers do): fewer page faults in the pairs")
     args = ap.parse_args(argv)
     files = sorted(f for f in os.listdir(args.data) if f.endswith(".json"))
     sample = random.Random(args.seed).sample(files, min(args.n, len(files)))
     if args.files:
         with open(args.files) as f:
             sample = [x.strip() for x in f if x.strip()]
-    workers = {k: _start(os.path.abspath(t), args.tokenizer) for k, t in (("base", args.base), ("new", args.new))}
+    workers = {k: _start(os.path.abspath(t), args.tokenizer, args.keep_heap)
+               for k, t in (("base", args.base), ("new", args.new))}
+    per_schema = []     # (name, {tree: [total ms, largest ms, masks over 5 ms]})
     got: dict[str, list] = {"base": [], "new": []}
     ttfm: dict[str, list] = {"base": [], "new": []}
     unpaired = 0
@@ -102,6 +110,8 @@ def main(argv=None) -> None:
         path = os.path.abspath(os.path.join(args.data, name))
         order = ("base", "new") if i % 2 == 0 else ("new", "base")
         res = {k: _ask(workers[k], path) for k in order}
+        per_schema.append((name, {k: [round(sum(r["times"]) / 1e3, 3), round(max(r["times"], default=0) / 1e3, 3),
+                                      sum(t > 5000 for t in r["times"])] for k, r in res.items()}))
         if len(res["base"]["times"]) == len(res["new"]["times"]):   # the same masks: pair them
             for k in got:
                 got[k].extend(res[k]["times"])
@@ -131,6 +141,8 @@ def main(argv=None) -> None:
                       "median_pair_ratio": float(np.median(tn / tb)) if tb.size else None}
     out["schemas_unpaired"] = unpaired     # walks of different lengths: left out of the mask pairing
     out["tokenizer"], out["schemas"], out["seed"] = args.tokenizer, len(sample), args.seed
+    out["keep_heap"] = args.keep_heap
+    out["per_schema"] = per_schema
     print(json.dumps(out, indent=1))
     if args.out:
         with open(args.out, "w") as f:

@@ -93,7 +93,7 @@ SEARCH_BLOCKS = 4
 
 def test_readme_has_the_blocks_this_test_runs():
     py = blocks("python")
-    assert len(py) == 13 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
+    assert len(py) == 14 + SEARCH_BLOCKS and sum(map(is_model_block, py)) == 1 and sum(map(is_server_block, py)) == 1
     assert sum(map(is_sql_block, py)) == 1 and sum(map(is_search_block, py)) == SEARCH_BLOCKS
     lines = cli_lines()
     assert len(lines) == 11 and sum(map(is_fast_line, lines)) == 2 and sum(map(is_serve_line, lines)) == 1, lines
@@ -126,6 +126,16 @@ def test_python_blocks_without_model_run():
             r = namespace["reserve"]
             assert r.nbytes == 64 << 20 and namespace["again"] * 10 < (64 << 20) // 4096
             assert not r.available or r.stats["faulted_pages"] == namespace["first"] + namespace["again"]
+            continue
+        if "IdleCollector" in code:   # the collector block: garbage collected, survivors frozen
+            import gc
+
+            col = namespace["collector"]
+            try:
+                assert namespace["dead"]() is None and col.collections == 2 and col.full == 1
+                assert gc.get_freeze_count() >= len(namespace["memo"]) == 50_000
+            finally:
+                gc.unfreeze()       # leave the test process as it was
             continue
         if "compile_lark" in code:
             assert namespace["m2"].num_tokens == namespace["m"].num_tokens == 1
@@ -165,7 +175,7 @@ def test_python_blocks_without_model_run():
 
             key = Path(buffer_path(namespace["path"]))
             assert any(key in c and "".join(c[key].lines) == namespace["text"] for c in parser_cache.values())
-    assert ran == 10
+    assert ran == 11
 
 
 def _check_python_grammar(g) -> None:
