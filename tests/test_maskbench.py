@@ -254,18 +254,27 @@ def test_worker_freezes_its_start_up_heap_unless_told_not_to(tmp_path):
     assert kept["engines"]["fake-accept"]["compile_error"] == 2
 
 
+def _knob_run(tmp_path, knob: str, n: int):
+    """``n`` one-instance schemas carrying the fake engine's ``knob``, and a function that runs
+    fake-accept over them into ``tmp_path / out`` with the given settings."""
+    tests = [{"description": "", "valid": True, "data": 1}]
+    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {knob: True}, tests) for i in range(n)]
+
+    def go(out: str, **settings) -> dict:
+        return run(RunConfig(files=files, out=str(tmp_path / out), engines=["fake-accept"], progress=False,
+                             plots=False, **settings))
+
+    return go
+
+
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
 def test_worker_keeps_freed_memory_mapped_unless_told_not_to(tmp_path):
     """Every engine's worker keeps glibc's freed memory mapped (as ``guidewire serve`` does): a freed
     64 MiB block is allocated again without a page fault there, and faults in again with the flag off."""
-    tests = [{"description": "", "valid": True, "data": 1}]
-    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-kept-heap": True}, tests)
-             for i in range(2)]
-    kept = run(RunConfig(files=files, out=str(tmp_path / "kept"), engines=["fake-accept"], progress=False,
-                         plots=False))
+    go = _knob_run(tmp_path, "x-fake-need-kept-heap", 2)
+    kept = go("kept")
     assert kept["engines"]["fake-accept"]["passing"] == 2 and kept["run"]["keep_heap"] is True
-    returned = run(RunConfig(files=files, out=str(tmp_path / "given"), engines=["fake-accept"], progress=False,
-                          plots=False, keep_heap=False))
+    returned = go("given", keep_heap=False)
     assert returned["engines"]["fake-accept"]["compile_error"] == 2 and returned["run"]["keep_heap"] is False
 
 
@@ -275,17 +284,13 @@ def test_worker_tops_up_its_heap_reserve_between_schemas(tmp_path):
     reserve topped up after the warm-up and after each schema, no schema faults a tenth of those
     pages in (kernel fault counter, inside the fake engine), and the records say what each
     top-up faulted in; without a reserve every schema does."""
-    tests = [{"description": "", "valid": True, "data": 1}]
-    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-faulted-top": True}, tests)
-             for i in range(3)]
-    kept = run(RunConfig(files=files, out=str(tmp_path / "reserve"), engines=["fake-accept"], progress=False,
-                         plots=False))
+    go = _knob_run(tmp_path, "x-fake-need-faulted-top", 3)
+    kept = go("reserve")
     assert kept["engines"]["fake-accept"]["passing"] == 3 and kept["run"]["heap_reserve_mb"] == 128
     recs = [json.loads(x) for x in open(tmp_path / "reserve" / "results.jsonl")]
     assert len(recs) == 3 and all(r["heap_reserve_pages"] >= (48 << 20) // 4096 for r in recs), recs
     assert kept["run"]["heap_reserve"]["fake-accept"]["pages"] == sum(r["heap_reserve_pages"] for r in recs)
-    none = run(RunConfig(files=files, out=str(tmp_path / "none"), engines=["fake-accept"], progress=False,
-                         plots=False, heap_reserve_mb=0))
+    none = go("none", heap_reserve_mb=0)
     assert none["engines"]["fake-accept"]["compile_error"] == 3 and none["run"]["heap_reserve"] == {}
 
 
@@ -295,11 +300,8 @@ def test_worker_collects_and_freezes_between_schemas(tmp_path):
     the collector's generations (a full collection inside its masks would walk them all), and the
     records and the summary say what the collections took; with --no-gc-freeze the second and
     third schemas find them unfrozen."""
-    tests = [{"description": "", "valid": True, "data": 1}]
-    files = [_write_case(tmp_path, f"Synthesized---{i}.json", {"x-fake-need-frozen-leftovers": True}, tests)
-             for i in range(3)]
-    frozen = run(RunConfig(files=files, out=str(tmp_path / "frozen"), engines=["fake-accept"], progress=False,
-                           plots=False))
+    go = _knob_run(tmp_path, "x-fake-need-frozen-leftovers", 3)
+    frozen = go("frozen")
     assert frozen["engines"]["fake-accept"]["passing"] == 3 and frozen["run"]["gc_freeze"] is True
     recs = [json.loads(x) for x in open(tmp_path / "frozen" / "results.jsonl")]
     assert len(recs) == 3 and all(r["gc_between_ms"] >= 0 and isinstance(r["gc_between_full"], bool)
@@ -307,8 +309,7 @@ def test_worker_collects_and_freezes_between_schemas(tmp_path):
     totals = frozen["run"]["gc_between"]["fake-accept"]
     assert totals["collections"] == 3 and totals["full"] == sum(r["gc_between_full"] for r in recs)
     assert totals["ms"] == pytest.approx(sum(r["gc_between_ms"] for r in recs), abs=1e-2)
-    loose = run(RunConfig(files=files, out=str(tmp_path / "loose"), engines=["fake-accept"], progress=False,
-                          plots=False, freeze_heap=False))
+    loose = go("loose", freeze_heap=False)
     eng = loose["engines"]["fake-accept"]
     assert eng["passing"] == 1 and eng["compile_error"] == 2 and loose["run"]["gc_between"] == {}
 
