@@ -152,6 +152,7 @@ def test_serve_warm_up_freezes_the_started_heap(smollm2):
     import gc
     import weakref
 
+    from guidewire.core.collector import IdleCollector
     from guidewire.server.cli import warm_up_and_freeze
 
     class Node:
@@ -167,5 +168,9 @@ def test_serve_warm_up_freezes_the_started_heap(smollm2):
         gc.collect()
         assert ref() is None
         assert gc.get_freeze_count() == n  # nothing new was frozen by the collection
+        gc.unfreeze()
+        col = IdleCollector()     # as `guidewire serve` does: the collector's first collection freezes
+        n = warm_up_and_freeze(smollm2, col)
+        assert n > 10_000 and gc.get_freeze_count() == n and col.collections == col.full == 1
     finally:
         gc.unfreeze()

@@ -28,10 +28,12 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def warm_up_and_freeze(vocab) -> int:
+def warm_up_and_freeze(vocab, collector=None) -> int:
     """Compile the built-in JSON grammar and a JSON schema, and ask a mask of each (per-vocabulary
-    indexes, the lazily imported compilers), warm the monitors' jedi back end, then ``gc.collect(); gc.freeze()``: the objects a long-lived server holds
-    from start-up leave CPython's full collections, which otherwise traverse them (~350k objects,
+    indexes, the lazily imported compilers), warm the monitors' jedi back end, then
+    ``gc.collect(); gc.freeze()`` (as ``collector``'s first collection when one is given, an
+    :class:`~guidewire.core.collector.IdleCollector`): the objects a long-lived server holds from
+    start-up leave CPython's full collections, which otherwise traverse them (~350k objects,
     ~200 ms) inside whichever mask allocates (``bench/bench_gc_pauses.py``). Returns the number of
     frozen objects."""
     import gc
@@ -50,8 +52,11 @@ def warm_up_and_freeze(vocab) -> int:
         warm_up_backend("jedi")
     except GuidewireError as exc:  # no jedi installed (the monitors extra), or it failed: said, not fatal
         print(f"guidewire: monitors not warmed up: {exc}", file=sys.stderr)
-    gc.collect()
-    gc.freeze()
+    if collector is not None:   # its first collection is a full one, then the freeze: the idle
+        collector.collect()     # hook's later ones start from this frozen set, not from scratch
+    else:
+        gc.collect()
+        gc.freeze()
     return gc.get_freeze_count()
 
 
@@ -95,8 +100,8 @@ def run_serve(args) -> int:
     lm = load_model(args.model, num_threads=args.threads, device=args.device)
     app = create_app(lm, max_batch=args.max_batch, max_queue=args.max_queue, time_limit=args.time_limit,
                      default_max_tokens=args.max_tokens, on_idle=idle_housekeeping(collector, reserve))
-    if not args.no_gc_freeze:
-        warm_up_and_freeze(lm.vocab)
+    if collector is not None:
+        warm_up_and_freeze(lm.vocab, collector)
     keep_heap_mapped()      # after loading (its temporaries go back): masks stop faulting freed pages in again
     if reserve is not None:
         reserve.top_up()    # and the top of the heap is faulted in ahead (see guidewire.core.heap)
