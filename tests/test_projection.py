@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from guidewire.grammar import compile_json_schema
@@ -345,3 +345,92 @@ def test_near_a_lexer_bound_the_state_itself_is_used(monkeypatch):
         assert m.advance(byte_id(b'"'))       # here only A is expected: B would be dropped
         got.append((m.current_mask().tobytes(), m.error))
     assert got[0] == got[1] and got[1][1] is None
+
+
+def _eager_pair(schema, vocab, monkeypatch, states: int = 1, heavy: int = 1):
+    """The schema compiled with an eagerly built lexer, projected (thresholds lowered to ``states``
+    lexer states and ``heavy`` NFA states) and not."""
+    monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_VOCAB", 0)
+    monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_STATES", states)
+    monkeypatch.setattr(compiled_mod, "PROJECT_HEAVY_NFA", heavy)
+    monkeypatch.setattr(compiled_mod, "PROJECT_LEXEMES", True)
+    on = compile_json_schema(schema, vocab)
+    monkeypatch.setattr(compiled_mod, "PROJECT_LEXEMES", False)
+    off = compile_json_schema(schema, vocab)
+    return on, off
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(object_schemas(), st.integers(0, 2**31))
+def test_eager_lexer_projected_masks_equal_unprojected(smollm2, monkeypatch, schema, seed):
+    """Random object schemas with eagerly built lexers, projected (new states beside the built
+    ones, their rows made on demand, the mirror kept row by row) and not: the same masks and
+    verdicts along random walks of allowed tokens."""
+    on, off = _eager_pair(schema, smollm2, monkeypatch)
+    # both lexers built up front (with state classes) and some string not narrow (else nothing to project)
+    assume(on._rep.size and off._rep.size and on._projection is not None)
+    assert on._projection.max_kept == compiled_mod.PROJECT_EAGER_KEPT
+    assert on._builder.may_grow
+    taken, _moved = _walk_pair(on, off, smollm2, random.Random(seed), 40, _favoured(smollm2))
+    assert taken >= 1
+    assert on._builder._rows is None     # never copied whole: a projected state may come next
+
+
+def test_eager_projection_takes_effect_only_where_it_pays(smollm2, monkeypatch):
+    """A product lexer built up front with a counted string (a terminal of many NFA states) is
+    projected: matchers sit in new, smaller states with the same masks as the unprojected
+    grammar's. With the default thresholds (SmolLM2's vocabulary is below the size where it pays),
+    and for a lexer whose strings are all plain, nothing is projected and the mirror is copied
+    whole (its classes final)."""
+    schema = {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 12},
+        "kind": {"enum": ["a", "b"]}}, "additionalProperties": True}
+    on, off = _eager_pair(schema, smollm2, monkeypatch, states=1, heavy=compiled_mod.PROJECT_HEAVY_NFA)
+    assert on._rep.size and off._rep.size and on._projection is not None
+    rng = random.Random(5)
+    total = moved = 0
+    for _ in range(6):
+        t, m = _walk_pair(on, off, smollm2, rng, 60, _favoured(smollm2))
+        total, moved = total + t, moved + m
+    assert total >= 200 and moved >= 10
+    made = on.stats()["projected_states"]
+    assert made > 0
+    # every new state a projection made keeps at most max_kept NFA states
+    new = {p for p in on._projection._memo.values() if p >= len(on._rep)}
+    assert new and all(len(on.dfa.nfa_states(p)) <= compiled_mod.PROJECT_EAGER_KEPT for p in new)
+    plain = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "minLength": 1}},
+             "additionalProperties": True}
+    monkeypatch.setattr(compiled_mod, "PROJECT_HEAVY_NFA", compiled_mod.PROJECT_HEAVY_NFA)
+    cases = [(plain, True)]      # plain strings only: no heavy terminal, even with the other gates open
+    monkeypatch.undo()
+    cases.append((schema, False))   # the default gates: SmolLM2's vocabulary is below PROJECT_EAGER_VOCAB
+    for small, gates_open in cases:
+        if gates_open:
+            monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_VOCAB", 0)
+            monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_STATES", 1)
+        g = compile_json_schema(small, smollm2)
+        monkeypatch.undo()
+        assert g._rep.size and g._projection is None and not g._builder.may_grow
+        g.matcher().current_mask()
+        assert g._builder._rows is not None      # a final lexer: copied whole at its first table
+
+
+def test_projection_max_kept_refuses_large_new_states(monkeypatch):
+    """With ``max_kept`` set (an eager lexer), a projection that would intern a new state of more
+    NFA states than that, or of more than half the state's, keeps the state itself."""
+    vocab = tiny_vocab()
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    g = _family_grammar(vocab)
+    m = g.matcher()
+    assert m.advance(byte_id(b'"'))
+    _s, q = m.state
+    before = g.dfa.n_states
+    strict = Projection(g.dfa)
+    strict.max_kept = 0
+    assert strict.project(q, 1 << 2) == q and g.dfa.n_states == before    # no new state
+    proj = Projection(g.dfa)
+    p = proj.project(q, 1 << 2)                  # OTHER expected alone: NAMED and EXTRA dropped
+    assert p != q and g.dfa.n_states == before + 1
+    again = Projection(g.dfa)
+    again.max_kept = 0
+    assert again.project(q, 1 << 2) == p         # a state the lexer has is used whatever its size

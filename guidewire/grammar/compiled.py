@@ -41,7 +41,15 @@ PICK_BYTES = 96             # bytes of one memoised group choice, plus 8 per cho
 FEW_PARTS = 2               # a table of at most this many lexeme parts is picked from in Python (the C call costs more)
 ADMIT_MEMO_BYTES = 4 << 20  # bound of the memo of group keys FOLLOW admits (about ADMIT_ENTRY_BYTES each)
 ADMIT_ENTRY_BYTES = 160     # a memoised group key: its tuple, ints and dict slot
-PROJECT_LEXEMES = True      # lazy lexers: drop unexpected sealed terminals from lexer states (projection.py)
+PROJECT_LEXEMES = True      # drop unexpected sealed terminals from lexer states (projection.py)
+# An eagerly built lexer is projected too where that pays (see DESIGN.md, "Projection"): its
+# projected states are new small states, whose tables are cheap but not shared with a class, so
+# projection trades one expensive table of a product state for several cheap ones
+PROJECT_EAGER_VOCAB = 100_000  # ... with a vocabulary of at least this many tokens (a product table's walk
+                               # grows with it; on SmolLM2's 49k the extra tables cost more: p99 1.49x)
+PROJECT_EAGER_STATES = 512  # ... a lexer of at least this many states (a product of string terminals)
+PROJECT_HEAVY_NFA = 64      # ... with a string terminal of at least this many NFA states (a counter, a format)
+PROJECT_EAGER_KEPT = 64     # ... into a new state of at most this many NFA states (and half of the state's)
 
 
 def _weak_call(method):
@@ -54,6 +62,13 @@ def _weak_call(method):
         return ref()(*args)
 
     return call
+
+
+def _heavy_strings(dfa, sealed) -> bool:
+    """Whether a sealed terminal that is not narrow has at least :data:`PROJECT_HEAVY_NFA` NFA states."""
+    owner = np.asarray(dfa.owner)
+    count = np.bincount(owner[owner >= 0], minlength=len(dfa.terminals))
+    return any(sealed[t] and not term.narrow and count[t] >= PROJECT_HEAVY_NFA for t, term in enumerate(dfa.terminals))
 
 
 class CompiledGrammar:
@@ -112,14 +127,25 @@ class CompiledGrammar:
         self._builder.admit = _weak_call(self._admits)
         self._builder.has_table = _weak_call(self._has_table)
         self._builder.canon = _weak_call(self._canon)
+        # lexer states projected onto the expected terminals where the lexer has a sealed class
+        # (JSON Schema's strings and keys), an eagerly built lexer's too: its projected states are
+        # new states, each its own class, so its mirror is never copied whole (see DESIGN.md)
+        proj = Projection(dfa) if PROJECT_LEXEMES else None
+        self._projection = proj if proj is not None and proj.active else None
+        heavy = (self._projection is not None and vocab.vocab_size >= PROJECT_EAGER_VOCAB
+                 and _heavy_strings(dfa, self._projection.sealed))
+        self._builder.may_grow = heavy
         self._rep = self._lexer_classes()
+        if self._projection is not None and self._rep.size:
+            if not heavy or dfa.n_states < PROJECT_EAGER_STATES:     # final, copied whole
+                self._projection = None
+                self._builder.may_grow = False
+                self._builder._synced = None
+            else:
+                self._projection.max_kept = PROJECT_EAGER_KEPT
         # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk
         self._rep_list: list[int] = native.gc_free_list()
         self._rep_list.extend(self._rep.tolist())
-        # a lazily built lexer's states projected onto the expected terminals (an eager one's
-        # state classes and mirror are final: it gets no new states)
-        proj = Projection(dfa) if PROJECT_LEXEMES and not self._rep.size else None
-        self._projection = proj if proj is not None and proj.active else None
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)

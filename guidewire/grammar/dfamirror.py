@@ -54,6 +54,7 @@ class DfaMirror:
         self._busy: set[int] = set()   # hubs whose tables are being built (no reuse cycles)
         self._hub_edges: dict[int, set[int]] = {}   # hub -> the hubs its table inherits from (acyclic)
         self._rows: _RowLists | None = None      # once every row is built: rows as lists, on first use
+        self.may_grow = False   # the lexer may get new states after it is complete (projection): never copied whole
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far
         self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)
 
@@ -92,8 +93,11 @@ class DfaMirror:
         self._synced = key
         # once every row is built the lexer is complete: a small one is copied whole, its rows as
         # plain lists (converted on first use) for the byte-by-byte walks, and its hubs are final
+        # (a lexer that may grow, by projection, has its rows copied but stays row by row)
         if key[1] == n and n <= tuning.MIRROR_ALL_ROWS:
             self._copy_rows(_flatnonzero(~self._copied[:n]))
+            if self.may_grow:
+                return
             self._rows = _RowLists(dfa)
             for slot in range(len(self._hubs)):
                 self._hub(slot)

@@ -54,6 +54,11 @@ class Projection:
         self._memo: dict[tuple[int, int], int] = {}
         self._floors: dict[int, tuple[int, dict[int, int]]] = {}   # x -> (free floor, family floors)
         self.made = 0   # projected states interned so far
+        # an eagerly built lexer's rows are all built: a new state's rows, and its successors', are
+        # built inside a mask, and its table is not shared with a class; so there a new state is
+        # interned only when it keeps at most half of q's NFA states and at most max_kept of them
+        # (a state the lexer has is always used)
+        self.max_kept: int | None = None
 
     def project(self, q: int, x: int) -> int:
         """The lexer state ``q`` with the sealed terminals ``x`` does not expect dropped (``q``
@@ -86,6 +91,8 @@ class Projection:
         p = dfa.find_state(kept)
         if p is not None:
             return p, True
+        if self.max_kept is not None and (len(kept) > self.max_kept or 2 * len(kept) > len(nfa_set)):
+            return q, True      # too large a new state for an eager lexer (see max_kept)
         if not dfa.within_half_bounds():   # a projected state's rows and table could pass a limit q's would not
             return q, False     # near the lexer's bounds: the state itself, as exact
         try:
