@@ -134,13 +134,12 @@ class CompiledGrammar:
         self._projection = proj if proj is not None and proj.active else None
         heavy = (self._projection is not None and vocab.vocab_size >= PROJECT_EAGER_VOCAB
                  and _heavy_strings(dfa, self._projection.sealed))
-        self._builder.may_grow = heavy
+        self._builder.allow_growth(heavy)
         self._rep = self._lexer_classes()
         if self._projection is not None and self._rep.size:
             if not heavy or dfa.n_states < PROJECT_EAGER_STATES:     # final, copied whole
                 self._projection = None
-                self._builder.may_grow = False
-                self._builder._synced = None
+                self._builder.allow_growth(False)
             else:
                 self._projection.max_kept = PROJECT_EAGER_KEPT
         # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk

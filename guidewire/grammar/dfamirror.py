@@ -58,6 +58,13 @@ class DfaMirror:
         self._lazy_rows: _RowLists | None = None        # else the rows converted so far
         self.fuel = None   # a core.limits.Fuel charged per token walked (set by the compiled grammar)
 
+    def allow_growth(self, grow: bool) -> None:
+        """Say whether the lexer may get new states once it is complete (projection): its mirror
+        is then never copied whole (rows are copied, the checks stay). Set before the first table;
+        the next sync looks at the lexer afresh."""
+        self.may_grow = grow
+        self._synced = (-1, -1)
+
     # cached per-state arrays, refreshed incrementally when the DFA grows
     def _sync(self) -> None:
         """Bring the per-state arrays up to date with the (possibly lazily growing) DFA.
