@@ -163,6 +163,16 @@ def _walk_pair(on, off, vocab, rng: random.Random, steps: int, favour: np.ndarra
     return taken, moved
 
 
+def _walks(on, off, vocab, seed: int, rounds: int = 6, steps: int = 60) -> tuple[int, int]:
+    """``rounds`` random walks of :func:`_walk_pair`: (steps taken, steps in another lexer state)."""
+    rng, favour = random.Random(seed), _favoured(vocab)
+    total = moved = 0
+    for _ in range(rounds):
+        t, m = _walk_pair(on, off, vocab, rng, steps, favour)
+        total, moved = total + t, moved + m
+    return total, moved
+
+
 def _favoured(vocab) -> np.ndarray:
     keep = set(b'{[:,"\\ -_.0123456789abcdefxyz')   # no closing brackets: walks go on
     return np.array([i for i, t in enumerate(vocab.token_bytes) if t and len(t) <= 3 and set(t) <= keep])
@@ -215,11 +225,7 @@ def test_projection_takes_effect_and_keeps_masks(smollm2, monkeypatch):
         "title": {"type": "string", "maxLength": 20},
         "when": {"type": "string", "format": "date-time"}}, "additionalProperties": True}
     on, off = _pair(schema, smollm2, monkeypatch)
-    rng = random.Random(3)
-    total = moved = 0
-    for _ in range(6):
-        t, m = _walk_pair(on, off, smollm2, rng, 60, _favoured(smollm2))
-        total, moved = total + t, moved + m
+    total, moved = _walks(on, off, smollm2, seed=3)
     assert total >= 200 and moved >= 10
     assert on.stats()["projected_states"] > 0
     # a document: inside the etag value, the projected state holds no other sealed terminal
@@ -246,6 +252,15 @@ def _family_grammar(vocab):
     n = len(specs)
     rules = [(n, (1,)), (n, (2,)), (n, (3, 0))]
     return assemble(specs, rules, n, ["s"], vocab)
+
+
+def _family_after_quote(monkeypatch):
+    """The family grammar, its lexer lazy, and the lexer state after its opening quote."""
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    g = _family_grammar(tiny_vocab())
+    m = g.matcher()
+    assert m.advance(byte_id(b'"'))
+    return g, m.state[1]
 
 
 def test_a_terminal_that_outranks_an_expected_one_is_kept(monkeypatch):
@@ -312,12 +327,7 @@ def test_class_refused_when_an_outsider_shares_a_first_byte_or_a_member_is_ignor
 
 def test_projection_falls_back_to_the_state_at_a_lexer_limit(monkeypatch):
     """A full lexer (no room for one more state) keeps the state as it is: exact, no error."""
-    vocab = tiny_vocab()
-    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
-    g = _family_grammar(vocab)
-    m = g.matcher()
-    assert m.advance(byte_id(b'"'))
-    _s, q = m.state
+    g, q = _family_after_quote(monkeypatch)
     g.dfa.max_states = g.dfa.n_states
     assert g._projection.project(q, 1 << 2) == q
     assert g._projection.project(START, 1 << 2) == START
@@ -386,11 +396,7 @@ def test_eager_projection_takes_effect_only_where_it_pays(smollm2, monkeypatch):
         "kind": {"enum": ["a", "b"]}}, "additionalProperties": True}
     on, off = _eager_pair(schema, smollm2, monkeypatch, states=1, heavy=compiled_mod.PROJECT_HEAVY_NFA)
     assert on._rep.size and off._rep.size and on._projection is not None
-    rng = random.Random(5)
-    total = moved = 0
-    for _ in range(6):
-        t, m = _walk_pair(on, off, smollm2, rng, 60, _favoured(smollm2))
-        total, moved = total + t, moved + m
+    total, moved = _walks(on, off, smollm2, seed=5)
     assert total >= 200 and moved >= 10
     made = on.stats()["projected_states"]
     assert made > 0
@@ -417,12 +423,7 @@ def test_eager_projection_takes_effect_only_where_it_pays(smollm2, monkeypatch):
 def test_projection_max_kept_refuses_large_new_states(monkeypatch):
     """With ``max_kept`` set (an eager lexer), a projection that would intern a new state of more
     NFA states than that, or of more than half the state's, keeps the state itself."""
-    vocab = tiny_vocab()
-    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
-    g = _family_grammar(vocab)
-    m = g.matcher()
-    assert m.advance(byte_id(b'"'))
-    _s, q = m.state
+    g, q = _family_after_quote(monkeypatch)
     before = g.dfa.n_states
     strict = Projection(g.dfa)
     strict.max_kept = 0
