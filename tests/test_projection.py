@@ -403,18 +403,15 @@ def test_eager_projection_takes_effect_only_where_it_pays(smollm2, monkeypatch):
     # every new state a projection made keeps at most max_kept NFA states
     new = {p for p in on._projection._memo.values() if p >= len(on._rep)}
     assert new and all(len(on.dfa.nfa_states(p)) <= compiled_mod.PROJECT_EAGER_KEPT for p in new)
+    monkeypatch.undo()
     plain = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "minLength": 1}},
              "additionalProperties": True}
-    monkeypatch.setattr(compiled_mod, "PROJECT_HEAVY_NFA", compiled_mod.PROJECT_HEAVY_NFA)
-    cases = [(plain, True)]      # plain strings only: no heavy terminal, even with the other gates open
-    monkeypatch.undo()
-    cases.append((schema, False))   # the default gates: SmolLM2's vocabulary is below PROJECT_EAGER_VOCAB
-    for small, gates_open in cases:
-        if gates_open:
-            monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_VOCAB", 0)
-            monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_STATES", 1)
-        g = compile_json_schema(small, smollm2)
-        monkeypatch.undo()
+    with monkeypatch.context() as mp:     # plain strings only: no heavy terminal, even with the other gates open
+        mp.setattr(compiled_mod, "PROJECT_EAGER_VOCAB", 0)
+        mp.setattr(compiled_mod, "PROJECT_EAGER_STATES", 1)
+        no_heavy = compile_json_schema(plain, smollm2)
+    by_default = compile_json_schema(schema, smollm2)   # SmolLM2's vocabulary is below PROJECT_EAGER_VOCAB
+    for g in (no_heavy, by_default):
         assert g._rep.size and g._projection is None and not g._builder.may_grow
         g.matcher().current_mask()
         assert g._builder._rows is not None      # a final lexer: copied whole at its first table
@@ -434,3 +431,9 @@ def test_projection_max_kept_refuses_large_new_states(monkeypatch):
     again = Projection(g.dfa)
     again.max_kept = 0
     assert again.project(q, 1 << 2) == p         # a state the lexer has is used whatever its size
+    # on a fresh copy, with no bound on size, the half rule alone decides
+    g2, q2 = _family_after_quote(monkeypatch)
+    half = Projection(g2.dfa)
+    half.max_kept = 1 << 30
+    kept, whole = len(g.dfa.nfa_states(p)), len(g2.dfa.nfa_states(q2))
+    assert (half.project(q2, 1 << 2) == q2) == (2 * kept > whole)

@@ -136,12 +136,12 @@ class CompiledGrammar:
                  and _heavy_strings(dfa, self._projection.sealed))
         self._builder.allow_growth(heavy)
         self._rep = self._lexer_classes()
-        if self._projection is not None and self._rep.size:
-            if not heavy or dfa.n_states < PROJECT_EAGER_STATES:     # final, copied whole
-                self._projection = None
-                self._builder.allow_growth(False)
-            else:
+        if self._projection is not None and self._rep.size:    # an eager lexer: final unless projection pays
+            if heavy and dfa.n_states >= PROJECT_EAGER_STATES:
                 self._projection.max_kept = PROJECT_EAGER_KEPT
+            else:
+                self._projection = None
+                self._builder.allow_growth(False)     # copied whole at its first table
         # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk
         self._rep_list: list[int] = native.gc_free_list()
         self._rep_list.extend(self._rep.tolist())
