@@ -262,11 +262,13 @@ class CompiledGrammar:
             self._fuel.refill()
             return self._table(q)
 
-    def precompute(self, seconds: float = PRECOMPUTE_SECONDS, *, max_bytes: int | None = None) -> dict:
-        """Build token tables ahead of the first masks, ``START`` first, within ``seconds`` of wall
-        time and ``max_bytes`` of tables (see :func:`~guidewire.grammar.precompute.precompute_tables`,
-        whose summary it returns). Masks are the same with or without it."""
-        return precompute_tables(self, seconds, max_bytes)
+    def precompute(self, seconds: float = PRECOMPUTE_SECONDS, *, max_bytes: int | None = None,
+                   states=None) -> dict:
+        """Build token tables ahead of the first masks, ``START`` first (or ``states``' only, in their
+        order), within ``seconds`` of wall time and ``max_bytes`` of tables (see
+        :func:`~guidewire.grammar.precompute.precompute_tables`, whose summary it returns). Masks are
+        the same with or without it."""
+        return precompute_tables(self, seconds, max_bytes, states)
 
     def _table(self, q: int) -> TokenTable:
         return self._table_entry(q)[0]

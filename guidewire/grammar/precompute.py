@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ..core.errors import LimitExceededError
 from ..core.limits import env_number
 from .lexer import START
 
 PRECOMPUTE_SECONDS = 1.0    # default wall-clock budget of compile_lark's precomputation
 PRECOMPUTE_SHARE = 0.75     # at most this share of Limits.table_cache_bytes is filled ahead
+# A per-request grammar's hubs are built ahead where they are many and dear (see hub_states_ahead):
+HUBS_AHEAD_VOCAB = 100_000  # a vocabulary of at least this many tokens (a hub's table walks ~5x more than at 49k)
+HUBS_AHEAD_MIN = 6          # an eagerly built lexer with at least this many hubs (products of patterns and keys)
+HUBS_AHEAD_SECONDS = 0.1    # wall-clock budget of that precomputation
 
 
 def default_seconds() -> float:
@@ -32,14 +38,57 @@ def default_seconds() -> float:
     return env_number("GUIDEWIRE_PRECOMPUTE_SECONDS", PRECOMPUTE_SECONDS, float, allow_zero=True)
 
 
-def precompute_tables(grammar, seconds: float, max_bytes: int | None = None) -> dict:
+def hubs_ahead_seconds() -> float:
+    """The budget of a per-request grammar's hub precomputation: ``GUIDEWIRE_HUBS_AHEAD_SECONDS`` when
+    set (a number >= 0; 0 turns it off), else :data:`HUBS_AHEAD_SECONDS`."""
+    return env_number("GUIDEWIRE_HUBS_AHEAD_SECONDS", HUBS_AHEAD_SECONDS, float, allow_zero=True)
+
+
+def precompute_hubs(grammar) -> dict | None:
+    """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds` (a per-request
+    grammar's compile calls it): :func:`precompute_tables`' summary, or None where the gate or a
+    zero budget builds nothing."""
+    seconds = hubs_ahead_seconds()
+    states = hub_states_ahead(grammar) if seconds > 0 else None
+    if states is None:
+        return None
+    return precompute_tables(grammar, seconds, states=states)
+
+
+def hub_states_ahead(grammar) -> list[int] | None:
+    """The lexer states whose tables a per-request grammar builds at compile time, or None.
+
+    A string's first character enters its body's hub, and a hub's table inherits from the hubs near
+    it; a lexer whose keys and values are products of several patterns and formats has many hubs,
+    and the first mask inside a string (after ``{"``) built all of them at once (Gemma-3: 5-6 hub
+    tables and the quote's own, 15-28 ms in one mask). Where the vocabulary has at least
+    :data:`HUBS_AHEAD_VOCAB` tokens and the lexer is built whole (classes known) with at least
+    :data:`HUBS_AHEAD_MIN` hubs, these are ``START``'s one-byte successors and every hub, in state
+    order (nearest the start first); elsewhere None: a typical schema's 4 hubs cost ~2 ms, which its
+    time to first mask would pay for masks that are cheap anyway."""
+    if grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB or not grammar._rep.size:
+        return None
+    hubs = grammar._builder.hub_states()
+    if int(hubs.sum()) < HUBS_AHEAD_MIN:
+        return None
+    trans = grammar.dfa.trans
+    one = np.unique(trans[START])
+    one = one[one > START]
+    two = np.unique(trans.take(one, axis=0))
+    two = two[(two > START) & hubs.take(np.minimum(two, hubs.size - 1))]
+    return np.union1d(one, two).tolist()
+
+
+def precompute_tables(grammar, seconds: float, max_bytes: int | None = None, states=None) -> dict:
     """Build ``grammar``'s token tables for its lexer state classes, ``START`` first, until
     ``seconds`` of wall time have passed or the tables hold ``max_bytes`` (default
     :data:`PRECOMPUTE_SHARE` of the grammar's ``table_cache_bytes``).
 
+    ``states``: only these lexer states' classes, in this order (default: every class, in state order).
+
     Returns ``{"tables", "classes", "seconds", "bytes", "complete", "stopped"}``: tables built,
-    state classes seen, time spent, table bytes held, whether every class known so far has
-    its table, and why it stopped early (``"seconds"``, ``"bytes"``, a limit's message) or None.
+    state classes seen, time spent, table bytes held, whether every class known so far (of
+    ``states``, where given) has its table, and why it stopped early (``"seconds"``, ``"bytes"``, a limit's message) or None.
     A table whose build exceeds a work limit ends the precomputation (the mask that needs it
     later builds it under its own step budget and reports the limit there).
     """
@@ -53,10 +102,19 @@ def precompute_tables(grammar, seconds: float, max_bytes: int | None = None) -> 
         built, seen = 0, set()
         stopped = None
         dfa = grammar.dfa
+        order = iter(states) if states is not None else None
         q = START
-        while q < dfa.n_states:           # grows when building a table interns lexer states
-            rep = grammar._canon(q)
-            q += 1
+        while True:
+            if order is None:
+                if q >= dfa.n_states:     # grows when building a table interns lexer states
+                    break
+                rep = grammar._canon(q)
+                q += 1
+            else:
+                rep = next(order, None)
+                if rep is None:
+                    break
+                rep = grammar._canon(rep)
             if rep in seen:
                 continue
             seen.add(rep)
@@ -75,7 +133,7 @@ def precompute_tables(grammar, seconds: float, max_bytes: int | None = None) -> 
                 stopped = str(exc)
                 break
             built += 1
-        complete = stopped is None and all(grammar._canon(s) in grammar._tables
-                                           for s in range(START, dfa.n_states))
+        wanted = range(START, dfa.n_states) if states is None else states
+        complete = stopped is None and all(grammar._canon(s) in grammar._tables for s in wanted)
         return {"tables": built, "classes": len(seen), "seconds": time.perf_counter() - t0,
                 "bytes": grammar._table_bytes, "complete": complete, "stopped": stopped}

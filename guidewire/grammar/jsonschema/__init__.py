@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ...core.errors import UnsatisfiableGrammarError
 from ...core.lazydeps import import_jsonschema
+from ..precompute import precompute_hubs
 from .emit import SchemaGrammarBuilder
 from .flatten import Flattener
 from .resolve import Resolver, SchemaError, draft_of, load_schema
@@ -80,6 +81,7 @@ def compile_json_schema(schema, vocab, **options):
         raise UnsatisfiableGrammarError("the schema admits no JSON value")
     grammar = builder.build(sym, vocab, source=json.dumps(root)[:10_000])
     grammar.notes = tuple(dict.fromkeys(notes))
+    grammar.precomputed = precompute_hubs(grammar)     # many dear hubs on a large vocabulary only
     return grammar
 
 
