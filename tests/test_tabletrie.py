@@ -771,3 +771,63 @@ def test_a_hub_walks_beside_built_hubs_with_its_terminals(smollm2, monkeypatch, 
     g._builder.admit = None
     states, hubs = _check_states_and_hubs(smollm2, g, SIBLINGS_PREFIXES, b'"{}:, abs0t\\\n\xc3\xa9', 3)
     assert states == len(SIBLINGS_PREFIXES) and len(hubs) >= 2
+
+
+def _round_counter(monkeypatch) -> list:
+    """Count the C walk's rounds (one call of ``trie_walk`` each) of every trie table built."""
+    rounds = [0]
+    walk = tabletrie.TrieTables._trie_walk
+
+    class Counted:
+        def __init__(self, module):
+            self._module = module
+
+        def __getattr__(self, name):
+            return getattr(self._module, name)
+
+        def trie_walk(self, *args):
+            rounds[0] += 1
+            return self._module.trie_walk(*args)
+
+    def counted(self, compiled, *args):
+        return walk(self, Counted(compiled), *args)
+
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_walk", counted)
+    return rounds
+
+
+# a counter no hub can answer, long enough for SmolLM2's longest runs (48 spaces, dashes, '=')
+LONG_RUNS = {"type": "object", "properties": {"t": {"type": "string", "maxLength": 90},
+                                              "c": {"type": "string", "pattern": "^[a-z ]+$", "maxLength": 70}}}
+
+
+@needs_native
+@pytest.mark.parametrize("prefix", [b'{"t": "', b'{"t": "ab', b'{"c": "x'])
+def test_rows_ahead_walk_long_tokens_in_a_few_rounds(smollm2, monkeypatch, prefix):
+    """A lazily built counter, its states a byte layer apart: with the rows made ahead below a thin
+    frontier and the slice's chain stopped short of the few longest members, the table is built in
+    a few rounds of the walk (a round per byte layer of the longest tokens without), and every
+    token's reading is the slow walk's (long runs of spaces and dashes included)."""
+    import guidewire.grammar.compiled as compiled
+    import guidewire.grammar.tabletuning as tt
+
+    monkeypatch.setattr(compiled, "EAGER_LEXER_STATES", 1)
+    rng = np.random.default_rng(5)
+    runs = [i for i in smollm2.normal_ids.tolist() if len(smollm2.token_bytes[i]) >= 16
+            and len(set(smollm2.token_bytes[i])) <= 2]
+    assert len(runs) >= 20      # the vocabulary's long runs: what the rounds were spent on
+    counts = {}
+    for ahead in (True, False):
+        with monkeypatch.context() as mp:
+            if not ahead:
+                mp.setattr(tt, "TRIE_THIN_FRONT", -1)
+                mp.setattr(tt, "SLICE_LONG_LEFT", -1)      # the chain followed to the longest member
+            rounds = _round_counter(mp)
+            g = compile_json_schema(LONG_RUNS, smollm2)
+            g._builder.admit = None
+            q = g.step_bytes(g.earley.initial, START, prefix)[1]
+            tokens = runs + interesting_tokens(smollm2, b'"abcxyz -=\\', rng, limit=1500)
+            rounds[0] = 0
+            check_state(g._builder, q, tokens)
+            counts[ahead] = rounds[0]
+    assert counts[True] <= 8 and counts[False] >= 4 * counts[True], counts

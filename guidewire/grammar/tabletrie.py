@@ -220,6 +220,19 @@ def range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return out
 
 
+def _chars_needed(sl, firsts: np.ndarray) -> int:
+    """How far a slice's chain is followed for the first bytes ``firsts``: the fewest characters
+    that all but :data:`~.tabletuning.SLICE_LONG_LEFT` of their members have at most. Each step of
+    the chain checks every character of the class through the lexer (rows for each lead byte's
+    continuations: ~0.2 ms a step in a lazily built product); the few longer members (runs of
+    spaces or dashes, up to 48 characters) are walked instead, where rows are made for their bytes
+    only (see :meth:`TrieTables._rows_ahead`)."""
+    cum = sl.by_first.take(firsts, axis=0).sum(axis=0)     # members of fewer than c characters, per c
+    ok = _flatnonzero(int(cum[-1]) - cum[1:] <= tuning.SLICE_LONG_LEFT)
+    most = int(sl.most.take(firsts).max(initial=0))
+    return min(most, max(1, int(ok[0]))) if ok.size else most      # one step at least: a loop shows there
+
+
 class TrieTables:
     """The trie-walk path of :class:`~.tokentable.TableBuilder` (a mixin over :class:`~.dfamirror.DfaMirror`)."""
 
@@ -358,7 +371,10 @@ class TrieTables:
         stays: list = []
         if got is None:
             firsts = _flatnonzero(first)
-            plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
+            if self._rows is None:      # a lexer mirrored row by row: a chain step may make rows
+                plan = self._slice_plan(q, lambda sl: _chars_needed(sl, firsts))
+            else:                       # every row is there: the chain is cheap to follow
+                plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max(initial=0)))
             if plan is None:
                 if base and not refs:       # a hub with no slice and no hub to meet: the vectorised build
                     return None
@@ -460,3 +476,55 @@ class TrieTables:
                     self._need(more, build=False)   # rows already made are only copied; then walk on without
                     wait = False
             self._need(todo)
+            if n_front <= tuning.TRIE_THIN_FRONT:
+                self._rows_ahead(trie, waiting, sliced)
+
+    def _rows_ahead(self, trie: TokenTrie, waiting: np.ndarray, sliced=None) -> None:
+        """Make and mirror the lexer rows the walk will need below a thin frontier (``waiting``'s
+        entries, their own rows made): the subtrees are followed byte by byte through the lexer, a
+        byte layer at a time with one row build per layer, so the next round walks them whole. A
+        few long tokens along a counter (a run of 64 spaces in a ``maxLength`` string) otherwise cost
+        a round of the walk per byte. Skipped past :data:`~.tabletuning.TRIE_AHEAD_NODES` nodes;
+        what it makes is only rows the walk would make itself (a byte that kills an accepting state
+        restarts at ``START``, as the walk does; a subtree of the slice's members only, ``sliced``
+        as for :meth:`_trie_walk`, is skipped, as the walk skips it), so the table is the same
+        either way."""
+        end, byte, ntok = trie.node_end, trie.node_byte, trie.node_tok
+        if sliced is not None:
+            non_members, sub_chars, limit = sliced[0].prefix, sliced[0].subtree_chars, sliced[1]
+        nodes = waiting[:, 0]
+        if int((end.take(nodes) - nodes - 1).sum()) > tuning.TRIE_AHEAD_NODES:
+            return
+        dfa = self.dfa
+        layer = list(zip(nodes.tolist(), waiting[:, 2].tolist()))
+        made: list[int] = []
+        while layer:
+            trans, emit = dfa.trans, dfa.emit
+            start_row = trans[START]
+            nxt = []
+            for k, s in layer:
+                row, ends = trans[s], emit[s] >= 0
+                j, stop = k + 1, int(end[k])
+                while j < stop:                 # k's children: the next sibling of j is end[j]
+                    b = int(byte[j])
+                    t = int(row[b])
+                    if t == DEAD and ends:
+                        t = int(start_row[b])
+                    stop_j = int(end[j])
+                    if t != DEAD and stop_j > j + 1 and not (     # a child with children of its own ...
+                            sliced is not None and int(sub_chars[j]) < limit     # ... not all the slice's
+                            and non_members[ntok[stop_j]] == non_members[ntok[j + 1]]):
+                        nxt.append((j, t))
+                    j = stop_j
+            if not nxt:
+                break
+            states = np.asarray(_distinct(np.fromiter((t for _j, t in nxt), dtype=np.int64, count=len(nxt))),
+                                dtype=np.int64)
+            build = states[~dfa.row_done.take(states)]
+            trans = row = start_row = None      # no view of the lexer's rows across its growth (see growtable)
+            if build.size:
+                dfa.ensure_rows(build)
+            made.extend(states.tolist())
+            layer = nxt
+        if made:
+            self._need(np.asarray(made, dtype=np.int64))

@@ -21,6 +21,9 @@ TRIE_NODES = 4096      # a trie walk of a table (see tabletrie) visits at most t
                         # vectorised build runs instead (a counter chain walks whole subtrees)
 TRIE_SLICED_NODES = 1 << 20  # ... and a walk with the state's UTF-8 slice taken out this many (its members
                         # are skipped: what is left is what the vectorised build would walk too)
+TRIE_THIN_FRONT = 64     # a trie walk's frontier of at most this many subtrees ...
+TRIE_AHEAD_NODES = 2048  # ... holding at most this many nodes has its rows made ahead, down the subtrees
+                         # (long tokens along a counter: a round of the walk per byte layer otherwise)
 TRIE_REF_ROWS = 32       # lexer rows a table's reference walks may have made (a shadow's product is lazily built)
 TRIE_UNBUILT_REFS = 1    # a non-base table's walk meets hubs whose tables are not built only if at most this many
                         # (else it meets built tables only: each hub met is a table its first mask builds)
@@ -36,6 +39,7 @@ SLICE_MIN_NON_ASCII = 2048  # ... of which at least this many hold a non-ASCII c
                             # with few, such as SmolLM2's 830, the slice's checks cost more than the
                             # walk they save: paired A/B p99 1.3-1.8x with slices, 0.7x without)
 UTF8_PRODUCT_STATES = 64  # give up a character-step check where one byte range reaches more lexer states
+SLICE_LONG_LEFT = 64      # a trie walk's slice chain stops where at most this many longer members are left
 SLICE_MAX_CHARS = 48      # follow a chain of character steps this far (longer tokens are walked)
 EAGER_LEXER_STATES = 16384  # compile determinises a lexer up front when it has at most this many states
 EAGER_LEXER_WORK = 24_000_000  # ... and takes at most this many work units (core.limits.Fuel's) to build:
