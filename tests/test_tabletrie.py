@@ -17,6 +17,7 @@ from guidewire.grammar import compile_json_schema, native, tabletrie
 from guidewire.grammar.lexer import START
 from guidewire.grammar.tabletrie import _build_trie, token_trie
 from guidewire.grammar.tableshortcuts import InheritanceShortcuts
+from guidewire.grammar.tokentable import TableBuilder
 
 needs_native = pytest.mark.skipif(native.module() is None, reason="the C extension is not built or is off")
 
@@ -519,6 +520,55 @@ def test_masks_with_and_without_the_sliced_walk_are_identical(smollm2, monkeypat
     assert len(with_trie) == len(without) and len(with_trie) > 150
     for a, b in zip(with_trie, without):
         assert np.array_equal(a, b)
+
+
+# strings before an unanchored pattern of one class has matched: a count and "matched yet", where a
+# token's end state depends on whether any of its characters is in the class (a product of two
+# chains, tableslices._product_plan). Beside a free string (the lexer's product of the three
+# terminals ends in a loop), and counted alone (six characters: B's chain runs out at five, the
+# product at six, and longer tokens are dead: skipped by the walk, given no row)
+PRODUCT_SLICED = {"type": "object", "properties": {
+    "name": {"type": "string", "minLength": 3, "maxLength": 20, "pattern": "[A-Za-z]+"},
+    "hex": {"type": "string", "minLength": 6, "maxLength": 6, "pattern": "[0-9a-f]+"},
+    "free": {"type": "string", "pattern": "[a-z]"}}}
+PRODUCT_PREFIXES = (b'{"name": "', b'{"name": "12 ', b'{"name": "ab', b'{"hex": "', b'{"hex": "12',
+                    b'{"free": "', b'{"free": "1 2', b'{"free": "\xc3\xa9')
+PRODUCT_COUNTED = {"type": "array", "items": {"type": "string", "minLength": 6, "maxLength": 6, "pattern": "[0-9a-f]+"}}
+PRODUCT_COUNTED_PREFIXES = (b'["', b'["12', b'["ab', b'["1 ', b'["GHIJ', b'["123456", "')
+
+
+@needs_native
+@pytest.mark.parametrize("schema,prefixes,loops", [(PRODUCT_SLICED, PRODUCT_PREFIXES, True),
+                                                   (PRODUCT_COUNTED, PRODUCT_COUNTED_PREFIXES, False)])
+def test_two_chain_slices_read_every_token_as_the_slow_walk(smollm2, monkeypatch, schema, prefixes, loops):
+    """At states before an unanchored pattern has matched, the sliced walk takes a product of two
+    chains out (tokens mixing the class and other characters, `` Ab``, ``1a``, answered by rows;
+    past a counter's end, dead and skipped), and every sampled token reads as the slow walk reads it."""
+    seen = _slice_spy(monkeypatch)
+    made, limits = [], []
+    original, walk = TableBuilder._product_plan, tabletrie.TrieTables._trie_walk
+
+    def counting(self, *args):
+        got = original(self, *args)
+        made.append(got)
+        return got
+
+    def walk_limits(self, compiled, trie, q, refs, first, sliced, budget):
+        if sliced is not None:
+            limits.append(sliced[1])
+        return walk(self, compiled, trie, q, refs, first, sliced, budget)
+
+    monkeypatch.setattr(TableBuilder, "_product_plan", counting)
+    monkeypatch.setattr(tabletrie.TrieTables, "_trie_walk", walk_limits)
+    g = compile_json_schema(schema, smollm2)
+    g._builder.admit = None
+    states, _hubs = _check_states_and_hubs(smollm2, g, prefixes, b'"{}[]:,0123456789abcdefxyzABGZ-_ \n\xc3\xa9',
+                                           3, hubs_limit=0)
+    assert states == len(prefixes) and seen["sliced"] >= 3, seen
+    products = [p for p in made if p is not None]
+    assert len(products) >= 2 and all(p.loops == loops for p in products)
+    if not loops:       # the product's chains end dead: the walk skipped every member
+        assert all(p.limit <= 7 for p in products) and limits and all(lim > 7 for lim in limits)
 
 
 # value strings whose patterns refuse characters a free string takes (a space, a non-word character):

@@ -161,6 +161,11 @@ CHAINED = [
     # an unanchored ASCII class: non-ASCII text keeps the state, most ASCII bytes leave it (the
     # class is built around the non-ASCII successor, see test_a_class_around_non_ascii_text)
     ASCII_SOUGHT,
+    # a sought class whose lead byte is shared with characters outside it (é sought, ü not)
+    r'start: STR+' + '\n' + r'STR: /"[^"]*[a-zé][^"]*"/',
+    # a letter first leaves for a loop, a letter second for a string of at most three characters:
+    # after "1", the letter's state is not the loop's (no product past one character)
+    r'start: STR+' + '\n' + r'STR: /"(?:[a-z][^"]*|[^a-z"][a-z][^"]?)"/',
 ]
 BROKEN = [
     r'start: STR+' + '\n' + r'STR: /"[^"é]*"/',
@@ -200,6 +205,54 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
     monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
     g = compile_lark(grammar, soup)
     g.dfa.build_all(limit=2000)
+    fired = _every_state_reads_as_walked(g, soup, monkeypatch)
+    if chained:
+        assert fired > 0
+
+
+# JSON Schema strings before an unanchored pattern of one class has matched (their character
+# automata are minimal DFAs, so a lexer state is a count and "matched yet"): with a counter that
+# runs out, with none, with a minimum, one whose unmet pattern dies at the counter's end
+PRODUCTS = [
+    {"type": "string", "maxLength": 3, "pattern": "[a-z]"},
+    {"type": "string", "pattern": "[a-z]"},
+    {"type": "string", "minLength": 2, "maxLength": 6, "pattern": "[a-zé]+"},
+    {"type": "string", "minLength": 4, "maxLength": 4, "pattern": "[0-9a-f]+"},
+    {"type": "object", "properties": {"k": {"type": "string", "maxLength": 3, "pattern": "[b1]"}},
+     "required": ["k"], "additionalProperties": False},
+]
+
+
+@pytest.mark.parametrize("schema", PRODUCTS)
+def test_tables_with_two_chain_slices_match_the_slow_walk(soup, monkeypatch, schema):
+    """Where a state's slice is a product of two chains (:meth:`_product_plan`), every state's
+    groups agree with ``walk_token`` and with tables built without slices, on the vectorised build
+    and on the trie walk, and some state did take a product."""
+    from guidewire.grammar import compile_json_schema
+
+    made = []
+    original = TableBuilder._product_plan
+
+    def counting(self, *args):
+        got = original(self, *args)
+        made.append(got is not None)
+        return got
+
+    monkeypatch.setattr(TableBuilder, "_product_plan", counting)
+    monkeypatch.setattr(tuning, "SLICE_MIN_TOKENS", 1)
+    monkeypatch.setattr(tuning, "SLICE_MIN_NON_ASCII", 0)
+    g = compile_json_schema(schema, soup)
+    g.dfa.build_all(limit=4000)
+    fired = 0
+    for trie_nodes in (tuning.TRIE_SLICED_NODES, 0):
+        monkeypatch.setattr(tuning, "TRIE_SLICED_NODES", trie_nodes)
+        fired += _every_state_reads_as_walked(g, soup, monkeypatch)
+    assert fired > 0 and sum(made) >= 2
+
+
+def _every_state_reads_as_walked(g, soup, monkeypatch) -> int:
+    """Check every state's table against ``walk_token`` and the table built without slices;
+    returns how many tokens the slices took."""
     fired = 0
     for q in range(1, g.dfa.n_states):
         with_slice = TableBuilder(g.dfa, soup)
@@ -224,8 +277,7 @@ def test_tables_with_slices_match_the_slow_walk(soup, monkeypatch, grammar, chai
                 assert t not in got, (q, soup.token_bytes[t])
             else:
                 assert got.get(t) == (tuple(lexemes), g.dfa.alive[fin]), (q, soup.token_bytes[t])
-    if chained:
-        assert fired > 0
+    return fired
 
 
 def _count_bucket_slices(monkeypatch):
@@ -424,17 +476,82 @@ def test_a_class_around_non_ascii_text(soup):
     """Where most ASCII bytes take a state elsewhere than non-ASCII characters do (before an
     unanchored ``[!#-~]`` has matched), the slice is built around the non-ASCII successor: its
     class holds the lead bytes and loops on the state, and it takes more of the soup's tokens
-    than the class of the most common ASCII successor (which holds no lead byte)."""
+    than the class of the most common ASCII successor (which holds no lead byte). (This lexer's
+    DFA is not minimal: after the match, a sought character and another one lead to two states,
+    so no product of two chains holds, see test_a_sought_class_in_product.)"""
     g = compile_lark(ASCII_SOUGHT, soup)
     g.dfa.build_all(limit=2000)
     builder = TableBuilder(g.dfa, soup)
     q0 = int(g.dfa.trans[int(g.dfa.trans[START][ord('"')])][ord(" ")])     # after '" '
     row = g.dfa.trans[q0]
     assert row[ord("a")] != q0 and row[ord(" ")] == q0      # the two successors differ
-    sl, chain, loops, cls = builder._slice_plan(q0, lambda sl: int(sl.most.max()))
-    assert loops and chain == [q0]
+    plan = builder._slice_plan(q0, lambda sl: int(sl.most.max()))
+    assert plan.inner is None and plan.loops and plan.chain == [q0]
+    cls = plan.class_set
     assert cls[0xC3] and cls[0xE4] and cls[ord(" ")] and not cls[ord("a")]
     ascii_set = np.zeros(256, dtype=bool)
     ascii_set[:128] = row[:128] == row[ord("a")]
     other = utf8_slice(soup, ascii_set)
-    assert int(sl.by_first[:, -1].sum()) > int(other.by_first[:, -1].sum()) > 0
+    assert int(plan.sl.by_first[:, -1].sum()) > int(other.by_first[:, -1].sum()) > 0
+
+
+def _plan_ends(builder, q0, plan, soup, dfa) -> int:
+    """Every member the plan gives a row reads so by the slow walk; returns how many."""
+    parts = []
+    builder._slice_stays(q0, dfa.trans[q0], plan, parts)
+    seen, checked = set(), 0
+    for target, r in parts:
+        for t in np.flatnonzero(bitmask_to_bool(r, soup.vocab_size)).tolist():
+            assert t not in seen
+            seen.add(t)
+            assert walk_token(dfa, q0, soup.token_bytes[t]) == ([], target), soup.token_bytes[t]
+            checked += 1
+    return checked
+
+
+def test_a_sought_class_in_product(soup):
+    """Before an unanchored ``[a-z]`` (a JSON Schema pattern: a minimal DFA), class B (non-ASCII
+    text, spaces, digits) loops on the state and class A (letters) leaves it for the matched
+    state, where both loop: one product plan takes every member of either class, a token mixing
+    them (`` a``, ``1z``) included, and each reads as the slow walk reads it."""
+    from guidewire.grammar import compile_json_schema
+
+    g = compile_json_schema({"type": "string", "pattern": "[a-z]"}, soup)
+    g.dfa.build_all(limit=2000)
+    builder = TableBuilder(g.dfa, soup)
+    q0 = int(g.dfa.trans[START][ord('"')])
+    t1 = int(g.dfa.trans[q0][ord("a")])
+    plan = builder._slice_plan(q0, lambda sl: int(sl.most.max()))
+    assert plan.loops and plan.whole and plan.chain == [q0, t1]
+    isl, ichain, iloops, b_set = plan.inner
+    assert iloops and ichain == [q0] and b_set[0xC3] and b_set[ord(" ")] and not b_set[ord("a")]
+    members = int(plan.sl.by_first[:, -1].sum())
+    assert members > int(isl.by_first[:, -1].sum()) > 0
+    mixed = [t for t in np.flatnonzero(plan.sl.member).tolist() if not isl.member[t]
+             and any(chr(c).islower() for c in soup.token_bytes[int(plan.sl.ids[t])])
+             and any(not chr(c).islower() for c in soup.token_bytes[int(plan.sl.ids[t])])]
+    assert len(mixed) > 50
+    assert _plan_ends(builder, q0, plan, soup, g.dfa) == members
+
+
+def test_a_counter_beside_a_sought_class(soup):
+    """Before a sought ``[a-z]`` in a string of at most three characters: the plan's two chains are
+    checked to the counter's end (B's runs out a character earlier: three characters of B cannot
+    hold a letter), every member of fewer than four characters reads as the slow walk reads it, and
+    the longer ones are dead."""
+    from guidewire.grammar import compile_json_schema
+
+    g = compile_json_schema(PRODUCTS[0], soup)
+    g.dfa.build_all(limit=2000)
+    builder = TableBuilder(g.dfa, soup)
+    q0 = int(g.dfa.trans[START][ord('"')])
+    plan = builder._slice_plan(q0, lambda sl: int(sl.most.max()))
+    isl, ichain, iloops, _b = plan.inner
+    assert not plan.loops and not iloops and plan.limit == 4 and len(plan.chain) == 4 and len(ichain) == 3
+    assert builder._plan_ends_dead(plan)
+    assert _plan_ends(builder, q0, plan, soup, g.dfa) > 200
+    long_members = [int(plan.sl.ids[t]) for t in np.flatnonzero(plan.sl.member & (plan.sl.chars >= 4)).tolist()]
+    assert long_members
+    for t in long_members:
+        lexemes, fin = walk_token(g.dfa, q0, soup.token_bytes[t])
+        assert fin == DEAD or not g.dfa.alive[fin]

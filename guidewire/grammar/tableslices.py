@@ -11,13 +11,15 @@ each lead byte is followed through the DFA, :meth:`SliceShortcuts._rest_lands`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD
 from .tablearrays import _distinct, _flatnonzero, _kept
-from .vocabindex import UTF8_LEAD_NEXT, UTF8_RANGES, utf8_slice, utf8_tokens
+from .vocabindex import UTF8_LEAD_NEXT, UTF8_RANGES, Utf8Slice, utf8_slice, utf8_tokens
 
 _ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 _NO_LIMIT = 1 << 62
@@ -129,9 +131,9 @@ class SliceShortcuts:
         ``q1`` to one ``q2`` and so on (:meth:`_char_step`), a member of ``k`` characters reads from
         ``q`` as ``((), alive[q_k])`` and ends no lexeme: a string body (the chain loops at once,
         ``q1 = q``) or the positions of a ``maxLength`` counter, in product with other terminals or
-        not. The members join ``stays`` as one row per final state. ``row`` is this state's
-        transition row as the candidates were taken (reused hubs' first bytes DEAD).
-        Returns ``(cand, first, ptr)``.
+        not (or two chains, see :meth:`_product_plan`). The members join ``stays`` as one row per
+        final state. ``row`` is this state's transition row as the candidates were taken (reused
+        hubs' first bytes DEAD). Returns ``(cand, first, ptr)``.
         """
         if cand.size < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
@@ -147,14 +149,13 @@ class SliceShortcuts:
             return cand, first, ptr
         if slice_count(index.non_ascii, index.chars, cand)[0] < tuning.SLICE_MIN_NON_ASCII:
             return cand, first, ptr
-        sl, chain, loops, _class = plan
-        limit = _NO_LIMIT if loops else len(chain)      # longer members run past the chain: walked
-        taken = slice_count(sl.member, sl.chars, cand, limit)[0]
+        sl = plan.sl
+        taken = slice_count(sl.member, sl.chars, cand, plan.limit)[0]
         if taken < tuning.SLICE_MIN_TOKENS:
             return cand, first, ptr
-        self._slice_stays(q, row, sl, chain, loops, stays)
+        self._slice_stays(q, row, plan, stays)
         self._slice_hits[q] = taken
-        return slice_drop(sl.member, sl.chars, limit, cand, first, ptr)
+        return slice_drop(sl.member, sl.chars, plan.limit, cand, first, ptr)
 
     def _utf8_slice_buckets(self, q: int, row, plain: np.ndarray, stays):
         """:meth:`_utf8_slice` for candidates that are whole first-byte buckets (the tokens whose
@@ -172,18 +173,32 @@ class SliceShortcuts:
         plan = self._slice_plan(q, lambda sl: int(sl.most.take(firsts).max()))
         if plan is None:
             return None
-        sl, chain, loops, class_set = plan
-        limit = _NO_LIMIT if loops else len(chain)
+        sl = plan.sl
         counts = sl.by_first[firsts]
-        taken = int(counts[:, min(limit, counts.shape[1] - 1)].sum())
+        taken = int(counts[:, min(plan.limit, counts.shape[1] - 1)].sum())
         if taken < tuning.SLICE_MIN_TOKENS:
             return None
-        if taken < int(counts[:, -1].sum()) and not self._ends_chain(chain[-1], class_set):
+        if taken < int(counts[:, -1].sum()) and not self._plan_ends_dead(plan):
             return None
-        self._slice_stays(q, row, sl, chain, loops, stays)
+        self._slice_stays(q, row, plan, stays)
         self._slice_hits[q] = taken
         rest = sl.outside.take(_flatnonzero(plain.take(layout.first.take(sl.outside))))
         return rest, layout.first.take(rest), layout.starts.take(rest) + 1
+
+    def _plan_ends_dead(self, plan: SlicePlan) -> bool:
+        """Whether a member of ``plan.limit`` characters or more is dead: every way its characters
+        can go reaches, before its last, a state no character of its class can leave and where no
+        lexeme ends."""
+        if plan.loops:
+            return True
+        if plan.inner is None:
+            return self._ends_chain(plan.chain[-1], plan.class_set)
+        _isl, ichain, iloops, _iset = plan.inner
+        if not self._ends_chain(plan.chain[-1], plan.class_set):
+            return False
+        if not iloops and len(ichain) < plan.limit:
+            return True             # B's chain ran out before (checked dead where it did)
+        return self._ends_chain(ichain[min(plan.limit - 1, len(ichain) - 1)], plan.class_set)
 
     def _ends_chain(self, s: int, class_set: np.ndarray) -> bool:
         """Whether no character of the class (the 256-bool byte set ``class_set``) can follow lexer state ``s``
@@ -192,18 +207,20 @@ class SliceShortcuts:
         dfa.ensure_rows(np.array([s], dtype=np.int64))
         return int(dfa.emit[s]) < 0 and bool((dfa.trans[s][class_set] == DEAD).all())
 
-    def _slice_plan(self, q: int, need_of, enough=None):
-        """The UTF-8 slice of ``q`` and its chain (see :meth:`_utf8_slice`): ``(slice, chain, loops,
-        class)`` (the class as a 256-bool byte set), or None if no class steps ``q`` along a chain, or if
-        ``enough(slice)`` is false (too few members could be candidates). ``need_of(slice)`` is the
-        most characters of a member among the candidates (the chain is followed no further).
+    def _slice_plan(self, q: int, need_of, enough=None) -> SlicePlan | None:
+        """The UTF-8 slice of ``q`` and its chain (see :meth:`_utf8_slice`), or None if no class
+        steps ``q`` along a chain, or if ``enough(slice)`` is false (too few members could be
+        candidates). ``need_of(slice)`` is the most characters of a member among the candidates
+        (the chain is followed no further).
 
-        Two classes are tried, each the ASCII bytes that take ``q`` to one state ``q1`` and the lead
-        bytes whose characters all do: ``q1`` the state most ASCII bytes go to, and the one a
-        non-ASCII character goes to. They are one for a string body; before an unanchored pattern
-        of ASCII letters has matched (``[a-zA-Z0-9]`` in a key), letters leave ``q`` and non-ASCII
-        text stays, and only the second class holds the ~100k non-ASCII tokens of a 262k
-        vocabulary. The plan taking more of ``q``'s live first bytes' tokens wins (ties: the first)."""
+        Classes tried, each the ASCII bytes that take ``q`` to one state ``q1`` and the lead
+        bytes whose characters all do: the one a non-ASCII character goes to, then (before an
+        unanchored pattern has matched, where a second class leaves that chain) both together
+        (:meth:`_product_plan`), and where that does not hold to the end, the class of the state
+        most ASCII bytes go to. They are one for a string body; before an unanchored pattern of ASCII
+        letters has matched (``[a-zA-Z0-9]`` in a key), letters leave ``q`` and non-ASCII text
+        stays, and only the second class holds the ~100k non-ASCII tokens of a 262k vocabulary.
+        The plan taking more of ``q``'s live first bytes' tokens wins (ties: the first)."""
         own = self.dfa.trans[q].copy()     # a copy: a view would pin the lexer's table (see growtable)
         ascii_row = own[:128].astype(np.int64)
         live = ascii_row[ascii_row != DEAD]
@@ -211,20 +228,101 @@ class SliceShortcuts:
             return None
         states, counts = np.unique(live, return_counts=True)     # not bincount: state ids run high
         most = int(states[counts.argmax()])
-        best, best_taken = None, -1
         firsts = _flatnonzero(own != DEAD)
-        for q1 in dict.fromkeys((most, self._non_ascii_step(q))):
-            if q1 == DEAD:
-                continue
-            plan = self._class_plan(q, q1, ascii_row, need_of, enough)
-            if plan is None:
-                continue
-            sl, chain, loops, _class = plan
-            col = min(_NO_LIMIT if loops else len(chain), sl.by_first.shape[1] - 1)
-            taken = int(sl.by_first[firsts, col].sum())
+        q1 = self._non_ascii_step(q)
+        plans = []
+        if q1 != DEAD:
+            inner = self._class_plan(q, q1, ascii_row, need_of, enough)
+            if inner is not None:
+                wide = self._product_plan(q, inner, ascii_row, need_of, enough)
+                if wide is not None and wide.whole:
+                    return wide         # every member of both classes, so more than either alone
+                plans = [p for p in (wide, inner) if p is not None]
+        if most != q1:
+            plan = self._class_plan(q, most, ascii_row, need_of, enough)
+            if plan is not None:
+                plans.insert(0, plan)
+        best, best_taken = None, -1
+        for plan in plans:
+            col = min(plan.limit, plan.sl.by_first.shape[1] - 1)
+            taken = int(plan.sl.by_first[firsts, col].sum())
             if taken > best_taken:
                 best, best_taken = plan, taken
         return best
+
+    def _product_plan(self, q: int, inner: SlicePlan, ascii_row: np.ndarray, need_of, enough) -> SlicePlan | None:
+        """Two chains in product: before an unanchored pattern of one character class has matched
+        (``[A-Za-z0-9_.-]+`` beside ``maxLength``), the characters of ``inner``'s class B step
+        ``q`` along ``s_1, s_2, ...`` (the pattern waiting) and those of a class A (the most common
+        other ASCII target ``t_1``) along ``t_1, t_2, ...`` (matched); once matched, every character of
+        ``U = A + B`` steps ``t_k`` to ``t_{k+1}``. Checked for every ``k`` as far as the members
+        need: ``B(s_k) = s_{k+1}``, ``A(s_k) = t_{k+1}``, ``U(t_k) = t_{k+1}``. A member of ``U`` of
+        ``k`` characters then ends in ``s_k`` if all its characters are in B, in ``t_k`` otherwise,
+        whichever order they come in: a token mixing the classes (`` Hello``, ``_id``; ~150k of a
+        262k vocabulary) is answered by its slice rows, not walked.
+
+        None where no such A exists, its characters do not keep stepping the chain (a quote or a
+        backslash: after them ``U`` does not step), or the slice of ``U`` is not ``enough``."""
+        b_set = inner.class_set
+        other = ascii_row[(~b_set[:128]) & (ascii_row != DEAD)]
+        if not other.size:
+            return None
+        states, counts = np.unique(other, return_counts=True)
+        t1 = int(states[counts.argmax()])
+        a_set = np.zeros(256, dtype=bool)
+        a_set[:128] = ascii_row == t1
+        a_set[self._slice_leads(q, t1)] = True
+        u_set = a_set | b_set
+        a_step, b_step, u_step = (self._class_stepper(c) for c in (a_set, b_set, u_set))
+        if u_step(t1) == DEAD or a_step(q) != t1:       # cheap first: no slice is made for a quote's class
+            return None
+        sl = utf8_slice(self.vocab, u_set)
+        if enough is not None and not enough(sl):
+            return None
+        need = min(tuning.SLICE_MAX_CHARS, need_of(sl))
+        s_chain, s_loops = list(inner.chain), inner.loops
+        s_dead = False              # B's chain ran out: longer members of B are dead (a counter, a pattern unmet)
+        t_chain = [q, t1]           # t_chain[k] = t_k (k >= 1)
+        loops = False
+        n = 2                       # members of n - 1 characters are checked
+        while n <= need:
+            s_prev = s_chain[min(n - 1, len(s_chain) - 1)] if s_loops or n - 1 < len(s_chain) else None
+            s_n = None
+            if s_prev is not None:
+                if n < len(s_chain):
+                    s_n = s_chain[n]
+                elif s_loops:
+                    s_n = s_prev
+                else:
+                    s_n = b_step(s_prev)
+                    if s_n == DEAD:
+                        if not self._ends_chain(s_prev, b_set):
+                            break
+                        s_dead, s_n = True, None
+                    elif s_n == s_prev:
+                        s_loops = True
+                    else:
+                        s_chain.append(s_n)
+            t_n = u_step(t_chain[-1])
+            if t_n == DEAD or (s_prev is not None and a_step(s_prev) != t_n):
+                break
+            if t_n == t_chain[-1] and (s_dead or s_n == s_prev):
+                loops = True        # both chains loop (or B's is dead) from here on: every further check is this one
+                break
+            t_chain.append(t_n)
+            n += 1
+        if n == 2 and not loops:
+            return None
+        return SlicePlan(sl, u_set, t_chain, loops, inner=(inner.sl, s_chain, s_loops, b_set),
+                         limit=_NO_LIMIT if loops else n, whole=loops or n > need)
+
+    def _class_stepper(self, class_set: np.ndarray):
+        """``step(s)``: the one state every character of the class (a 256-bool byte set: ASCII
+        bytes and lead bytes) takes ``s`` to, or DEAD (see :meth:`_char_step`)."""
+        key = np.packbits(class_set).tobytes()
+        ascii_bytes = _flatnonzero(class_set[:128])
+        leads = _flatnonzero(class_set[128:]) + 128
+        return lambda s: self._char_step(s, key, ascii_bytes, leads)
 
     def _non_ascii_step(self, q: int) -> int:
         """Where the lowest character of a lead byte takes ``q`` (of the lead bytes whose next state
@@ -247,18 +345,16 @@ class SliceShortcuts:
             s = int(dfa.trans[s][lo])
         return s
 
-    def _class_plan(self, q: int, q1: int, ascii_row: np.ndarray, need_of, enough):
+    def _class_plan(self, q: int, q1: int, ascii_row: np.ndarray, need_of, enough) -> SlicePlan | None:
         """:meth:`_slice_plan` for the class of the ASCII bytes taking ``q`` to ``q1`` (and the lead
         bytes whose characters all do)."""
         ascii_set = np.zeros(256, dtype=bool)
         ascii_set[:128] = ascii_row == q1
         if np.count_nonzero(ascii_set) < tuning.MIN_LOOP_BYTES:
             return None
-        ascii_bytes = _flatnonzero(ascii_set)
-        leads = self._slice_leads(q, q1)
-        ascii_set[leads] = True          # the class, as one byte set: ASCII bytes and lead bytes
-        key = np.packbits(ascii_set).tobytes()
-        if self._char_step(q, key, ascii_bytes, leads) == DEAD:
+        ascii_set[self._slice_leads(q, q1)] = True     # the class, as one byte set: ASCII bytes and lead bytes
+        step = self._class_stepper(ascii_set)
+        if step(q) == DEAD:
             return None
         sl = utf8_slice(self.vocab, ascii_set)
         if enough is not None and not enough(sl):
@@ -267,7 +363,7 @@ class SliceShortcuts:
         need = min(tuning.SLICE_MAX_CHARS, need_of(sl))
         chain, loops = [q], False
         while len(chain) <= need:
-            t = self._char_step(chain[-1], key, ascii_bytes, leads)
+            t = step(chain[-1])
             if t == DEAD:
                 break
             if t == chain[-1]:
@@ -276,27 +372,73 @@ class SliceShortcuts:
             chain.append(t)
         if len(chain) == 1 and not loops:
             return None
-        return sl, chain, loops, ascii_set
+        return SlicePlan(sl, ascii_set, chain, loops, limit=_NO_LIMIT if loops else len(chain),
+                         whole=loops or len(chain) > need)
 
-    def _slice_stays(self, q: int, row, sl, chain: list[int], loops: bool, stays) -> None:
-        """Add the slice's members to ``stays``: one row per state of the chain they end in."""
+    def _slice_stays(self, q: int, row, plan: SlicePlan, stays) -> None:
+        """Add the plan's members to ``stays``: one row per state of the chains they end in."""
         own = self.dfa.trans[q].copy()     # a copy: a view would pin the lexer's table (see growtable)
         live_first = None
         if (row != own).any():          # first bytes answered elsewhere (a reused hub's) stay out
             live_first = self.first_byte_row(row != DEAD)
-        parts = []
-        if loops and len(chain) == 1:
-            parts.append((q, sl.row))
+        parts: dict[int, np.ndarray] = {}
+        if plan.inner is None:
+            _chain_rows(plan.sl, None, plan.chain, plan.loops, plan.limit, parts)
         else:
-            rest = sl.row.copy() if loops else None
-            for k in range(1, len(chain)):
-                if k <= sl.by_chars.shape[0]:
-                    parts.append((chain[k], sl.by_chars[k - 1]))
-                    if rest is not None:
-                        rest &= ~sl.by_chars[k - 1]
-            if rest is not None:        # every member of more characters ends in the loop
-                parts.append((chain[-1], rest))
-        for target, r in parts:
+            isl, ichain, iloops, _iset = plan.inner
+            _chain_rows(isl, None, ichain, iloops, plan.limit, parts)
+            _chain_rows(plan.sl, isl, plan.chain, plan.loops, plan.limit, parts)
+        for target, r in parts.items():
             if not self.dfa.alive[target]:      # never for a trimmed lexer; such tokens are dead
                 continue
             stays.append((target, r if live_first is None else r & live_first))
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """How a lexer state answers a UTF-8 slice without a walk (:meth:`SliceShortcuts._slice_plan`):
+    the members of ``sl`` (the slice of the 256-bool byte set ``class_set``) of fewer than
+    ``limit`` characters; one of ``k`` characters ends in ``chain[k]`` (in ``chain[-1]`` past
+    its end where ``loops``), no lexeme ended. A product of two chains (``inner`` is ``(slice,
+    chain, loops, class)`` of a narrower class, :meth:`SliceShortcuts._product_plan`) sends the
+    inner slice's members along the inner chain and the others along ``chain``. ``whole``: no
+    member the candidates hold was left out for want of a checked step."""
+
+    sl: Utf8Slice
+    class_set: np.ndarray
+    chain: list
+    loops: bool
+    limit: int
+    whole: bool = True
+    inner: tuple | None = None
+
+
+def _chain_rows(sl: Utf8Slice, minus: Utf8Slice | None, chain: list, loops: bool, limit: int,
+                parts: dict) -> None:
+    """OR into ``parts`` (state -> row) the members of ``sl`` that are not members of ``minus``:
+    those of ``k < limit`` characters into ``chain[k]`` (``chain[-1]`` past the chain's end where it
+    loops; a chain that does not loop and ends before ``limit`` ran out: longer members are dead),
+    and where the chain loops with no limit every longer one into ``chain[-1]``."""
+    by_chars = sl.by_chars
+    minus_rows = minus.by_chars if minus is not None else None
+    if loops:
+        top = min(by_chars.shape[0], len(chain) - 1 if limit >= _NO_LIMIT else limit - 1)
+    else:
+        top = min(by_chars.shape[0], limit - 1, len(chain) - 1)
+    counted = None
+    for k in range(1, top + 1):
+        r = by_chars[k - 1]
+        if minus_rows is not None and k <= minus_rows.shape[0]:
+            r = r & ~minus_rows[k - 1]
+        counted = r.copy() if counted is None else counted | r
+        _or_into(parts, chain[min(k, len(chain) - 1)], r)
+    if loops and limit >= _NO_LIMIT:    # every member of more characters ends in the loop
+        rest = sl.row if minus is None else sl.row & ~minus.row
+        if counted is not None:
+            rest = rest & ~counted
+        _or_into(parts, chain[-1], rest)
+
+
+def _or_into(parts: dict, state: int, r: np.ndarray) -> None:
+    got = parts.get(state)
+    parts[state] = r.copy() if got is None else got | r

@@ -31,6 +31,7 @@ from . import native
 from . import tabletuning as tuning
 from .lexer import DEAD, START
 from .tablearrays import _distinct, _flatnonzero, admitted_numbers, rows_by_group
+from .tableslices import _NO_LIMIT
 from .vocabindex import _byte_set_cached, per_vocab, utf8_slice, utf8_tokens, vocab_layout
 
 __all__ = ["TokenTrie", "TrieSlice", "prepare_trie", "range_max", "token_trie", "trie_slice"]
@@ -380,13 +381,14 @@ class TrieTables:
                     return None
                 got = self._trie_walk(compiled, trie, q, refs, first, None, tuning.TRIE_SLICED_NODES)
                 return None if got is None else self._trie_result(q, got, refs, base, [])
-            sl, chain, loops, class_set = plan
-            limit = (1 << 62) if loops else len(chain)    # members of fewer characters read along the chain
-            got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, class_set), limit),
+            # members of fewer than plan.limit characters are read along the chains, not walked; where
+            # longer ones are dead (a counter runs out), they are skipped too (no row holds them)
+            limit = plan.limit if plan.limit >= _NO_LIMIT or not self._plan_ends_dead(plan) else _NO_LIMIT
+            got = self._trie_walk(compiled, trie, q, refs, first, (trie_slice(self.vocab, plan.class_set), limit),
                                   tuning.TRIE_SLICED_NODES)
             if got is None:
                 return None
-            self._slice_stays(q, row, sl, chain, loops, stays)  # the members the walk left out, as rows
+            self._slice_stays(q, row, plan, stays)  # the members the walk left out, as rows
         return self._trie_result(q, got, refs, base, stays)
 
     def _trie_result(self, q: int, got, refs: list[int], base: bool, stays: list):

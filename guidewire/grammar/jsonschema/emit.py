@@ -145,9 +145,11 @@ class SchemaGrammarBuilder:
                      complement_automaton(pattern_automaton(p[0], search=p[1])) for p in patterns]
             if exclude:
                 autos.append(excluding_automaton(exclude))
-            # minimal DFA (where its spelling grows little, not at all when counted): every
-            # position after a search pattern has matched is one lexer state
-            auto = (smaller_automaton(intersect_all(autos), growth=1.0 if counted else 2.0, slack=0 if counted else 256)
+            # minimal DFA (where its spelling grows little, by a few intervals when counted): every
+            # position after a search pattern has matched is one lexer state (a counted ``[a-z]``
+            # search, 3 intervals as an NFA and 4 as a DFA, is then a product of a count and
+            # "matched yet", which a token table answers by two slice chains)
+            auto = (smaller_automaton(intersect_all(autos), growth=1.25 if counted else 2.0, slack=8 if counted else 256)
                     if autos else any_string_automaton())
             if not counted:
                 return json_string_into(nfa, auto)
