@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guidewire.grammar import compile_json_schema
+from guidewire.grammar import compiled as compiled_mod
 from guidewire.grammar import precompute as precompute_mod
 from guidewire.grammar.lexer import START
+from guidewire.grammar.tokentable import TableBuilder
 from guidewire.grammar.tabletuning import MIN_LOOP_BYTES
 from test_projection import _favoured, _walk_pair, object_schemas
 
@@ -52,8 +54,10 @@ def test_masks_with_hubs_ahead_equal_lazy_masks(smollm2, monkeypatch, schema, se
     ahead, lazy = _pair(schema, smollm2, monkeypatch)
     if ahead._rep.size and ahead._builder.hub_states().any():   # built whole, a string of any length
         assert ahead.precomputed["tables"] > 0 and ahead.precomputed["complete"]
-    else:               # fixed keys and short strings only, or a lexer built lazily (no hubs known yet)
+    elif ahead._rep.size or ahead._projection is None:      # fixed keys and short strings only
         assert ahead.precomputed is None
+    else:               # built lazily: its projected strings' states instead (test_projected_states_ahead)
+        assert ahead.precomputed is None or ahead.precomputed["tables"] > 0
     taken, _moved = _walk_pair(ahead, lazy, smollm2, random.Random(seed), 40, _favoured(smollm2))
     assert taken >= 1
 
@@ -102,3 +106,62 @@ def test_a_spent_budget_builds_nothing_and_masks_stay_right(smollm2, monkeypatch
     lazy = compile_json_schema(MANY_HUBS, smollm2)
     taken, _ = _walk_pair(g, lazy, smollm2, random.Random(3), 60, _favoured(smollm2))
     assert taken >= 20
+
+
+# strings searched by unanchored patterns, beside extra keys: a lexer too large to build up front
+# (forced here), projected at each value onto the strings the parser expects there
+SEARCHED = {"type": "object",
+            "properties": {"path": {"type": "string", "pattern": "[a-z]+/[a-z]+\\.dl"},
+                           "args": {"type": "string", "pattern": "[a-z]+(,[a-z]+)*"},
+                           "name": {"type": "string"},
+                           "size": {"type": "integer"}}}
+
+
+def test_projected_states_ahead(smollm2, monkeypatch):
+    """A lazily built lexer's strings: each FIRST set holding a free string, projected from the
+    quote's state, and the hubs one or two bytes on, get their tables at compile time; a walk of
+    the grammar finds some of them built (it builds fewer tables than the lazy grammar), and
+    masks and verdicts equal the lazy grammar's along random walks."""
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)     # built lazily, as a large product is
+    _open_gate(monkeypatch)
+    g = compile_json_schema(SEARCHED, smollm2)
+    assert not g._rep.size and g._projection is not None
+    states = precompute_mod.projected_states_ahead(g)
+    assert states and g.precomputed["tables"] > 0 and g.precomputed["complete"]
+    assert all(g._has_table(q) for q in states)
+    quote = int(g.dfa.trans[START][ord('"')])
+    assert quote not in states and all(q > START for q in states)
+    owners = g.dfa._owner_list
+    quote_owners = {owners[n] for n in g.dfa.nfa_states(quote)}
+    for q in states:        # projected (or a byte or two on): fewer string terminals than the quote's
+        assert {owners[n] for n in g.dfa.nfa_states(q)} < quote_owners
+    projected = {g._projection.project(quote, f | g.dfa.ignored_bits) for f in g.earley.cfg.first_sets()}
+    assert set(states) & projected and set(states) - projected     # the projections and hubs near them
+    ahead, lazy = _pair(SEARCHED, smollm2, monkeypatch)
+    assert ahead.precomputed["tables"] > 0 and lazy.precomputed is None
+    built = {id(ahead._builder): 0, id(lazy._builder): 0}
+    original = TableBuilder.table
+
+    def counting(self, q):
+        built[id(self)] = built.get(id(self), 0) + 1
+        return original(self, q)
+
+    monkeypatch.setattr(TableBuilder, "table", counting)
+    rng, favour = random.Random(11), _favoured(smollm2)
+    total = sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(6))
+    assert total >= 100
+    assert built[id(ahead._builder)] < built[id(lazy._builder)]
+
+
+def test_projected_states_ahead_gate(smollm2, monkeypatch):
+    """Nothing is projected ahead on SmolLM2's vocabulary with the defaults, nor for a lexer built
+    up front (its hubs are known: hub_states_ahead), nor with a zero budget."""
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    assert compile_json_schema(SEARCHED, smollm2).precomputed is None
+    monkeypatch.setattr(precompute_mod, "HUBS_AHEAD_VOCAB", 0)
+    monkeypatch.setenv("GUIDEWIRE_HUBS_AHEAD_SECONDS", "0")
+    assert compile_json_schema(SEARCHED, smollm2).precomputed is None
+    monkeypatch.delenv("GUIDEWIRE_HUBS_AHEAD_SECONDS")
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 16384)
+    eager = compile_json_schema(SEARCHED, smollm2)
+    assert eager._rep.size and precompute_mod.projected_states_ahead(eager) is None

@@ -86,14 +86,8 @@ class CFG:
         return cls(n_terms, tuple(rules), start, tuple(names),
                    {k: tuple(v) for k, v in by_lhs.items()}, frozenset(nullable))
 
-    def follow(self) -> list[int]:
-        """FOLLOW sets: per terminal, the bitset of terminals that can come right after it.
-
-        Computed over the reduced grammar, so it is a sound over-approximation of what
-        any parser state can expect after scanning that terminal. Both fixed points (FIRST,
-        then FOLLOW) are solved with worklists: a rule or symbol is revisited only when
-        something it reads changed (the round-robin passes took ~4 us per rule per pass).
-        """
+    def first_sets(self) -> list[int]:
+        """FIRST sets: per symbol, the bitset of terminals that can begin it (a terminal: itself)."""
         T, rules, nullable = self.n_terms, self.rules, self.nullable
         n = len(self.names)
         first = [1 << t if t < T else 0 for t in range(n)]
@@ -121,6 +115,19 @@ class CFG:
                     if not queued[j]:
                         queued[j] = True
                         work.append(j)
+        return first
+
+    def follow(self) -> list[int]:
+        """FOLLOW sets: per terminal, the bitset of terminals that can come right after it.
+
+        Computed over the reduced grammar, so it is a sound over-approximation of what
+        any parser state can expect after scanning that terminal. Both fixed points (FIRST,
+        then FOLLOW) are solved with worklists: a rule or symbol is revisited only when
+        something it reads changed (the round-robin passes took ~4 us per rule per pass).
+        """
+        T, rules, nullable = self.n_terms, self.rules, self.nullable
+        n = len(self.names)
+        first = self.first_sets()
         follow = [0] * n
         inherits: list[list[int]] = [[] for _ in range(n)]   # lhs -> symbols ending a rule of it
         for lhs, rhs in rules:

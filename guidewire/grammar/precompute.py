@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from ..core.limits import env_number
+from . import tabletuning as tuning
 from .lexer import START
 
 PRECOMPUTE_SECONDS = 1.0    # default wall-clock budget of compile_lark's precomputation
@@ -30,6 +31,8 @@ PRECOMPUTE_SHARE = 0.75     # at most this share of Limits.table_cache_bytes is 
 HUBS_AHEAD_VOCAB = 100_000  # a vocabulary of at least this many tokens (a hub's table walks ~5x more than at 49k)
 HUBS_AHEAD_MIN = 6          # an eagerly built lexer with at least this many hubs (products of patterns and keys)
 HUBS_AHEAD_SECONDS = 0.1    # wall-clock budget of that precomputation
+PROJECTED_AHEAD_SHARE = 2.5  # a lazily built lexer's projected strings (projected_states_ahead) get this many times it
+PROJECTED_AHEAD_MAX = 64     # ... for at most this many projected states
 
 
 def default_seconds() -> float:
@@ -45,14 +48,85 @@ def hubs_ahead_seconds() -> float:
 
 
 def precompute_hubs(grammar) -> dict | None:
-    """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds` (a per-request
-    grammar's compile calls it): :func:`precompute_tables`' summary, or None where the gate or a
-    zero budget builds nothing."""
+    """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds`, or else
+    :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SECONDS` (a per-request
+    grammar's compile calls it): :func:`precompute_tables`' summary, or None where the gates or a
+    zero budget build nothing."""
     seconds = hubs_ahead_seconds()
-    states = hub_states_ahead(grammar) if seconds > 0 else None
-    if states is None:
+    if seconds <= 0:
         return None
-    return precompute_tables(grammar, seconds, states=states)
+    states = hub_states_ahead(grammar)
+    if states is not None:
+        return precompute_tables(grammar, seconds, states=states)
+    states = projected_states_ahead(grammar)
+    if not states:
+        return None
+    return precompute_tables(grammar, seconds * PROJECTED_AHEAD_SHARE, states=states)
+
+
+def projected_states_ahead(grammar) -> list[int] | None:
+    """The projected lexer states a per-request grammar builds at compile time, or None.
+
+    A lexer too large to build up front (a product of patterns, formats and counters) is projected
+    as it is read (:mod:`.projection`): after a string's opening quote, the state keeps only the
+    sealed terminals the parser expects there, a state no compile made. Its first mask built its
+    table and the tables of the search hubs it reuses (an unanchored ``\\w+[\\\\](\\w+\\.)*...``
+    walks most of a 262k vocabulary per hub: 20-30 ms in one mask). Where the vocabulary has at least
+    :data:`HUBS_AHEAD_VOCAB` tokens and the lexer is built lazily (a lexer built up front has
+    its hubs, see :func:`hub_states_ahead`), each nonterminal's FIRST set that holds a sealed terminal
+    that is not narrow (a free string, not a key) is taken for what the parser expects before such a value, and the quote's state projected onto it, in grammar order; building its
+    table builds the hubs' too. Tables are pure functions of lexer states, so a projection that the
+    parser never asks for costs compile time only, never a wrong mask. Each projected state comes
+    with the hubs one or two bytes from it (:func:`_hubs_near`)."""
+    proj = grammar._projection
+    if proj is None or grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB or grammar._rep.size:
+        return None
+    dfa = grammar.dfa
+    heavy = 0
+    for t, term in enumerate(dfa.terminals):
+        if proj.sealed[t] and not term.narrow:
+            heavy |= 1 << t
+    if not heavy:
+        return None
+    dfa.ensure_rows(np.array([START], dtype=np.int64))
+    sealed = sum(1 << t for t, s in enumerate(proj.sealed) if s)
+    owners = dfa._owner_list
+    entries = []
+    for t in dict.fromkeys(dfa.trans[START].tolist()):      # a quote: the state of several sealed terminals
+        if t > START and sum(1 for b in {owners[n] for n in dfa.nfa_states(t)} if (sealed >> b) & 1) >= 2:
+            entries.append(int(t))
+    states: list[int] = []
+    seen: set[int] = set()
+    ignored = dfa.ignored_bits
+    for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
+        if not first & heavy:
+            continue
+        for t in entries:
+            p = proj.project(t, first | ignored)
+            if p == t or p in seen:
+                continue
+            for s in [p] + _hubs_near(dfa, p):
+                if s not in seen:
+                    seen.add(s)
+                    states.append(s)
+            if len(states) >= PROJECTED_AHEAD_MAX:
+                return states
+    return states
+
+
+def _hubs_near(dfa, p: int) -> list[int]:
+    """The hubs (states with at least :data:`~.tabletuning.MIN_LOOP_BYTES` self-loop bytes) one
+    or two bytes from lexer state ``p``, in state order: a string's search states, whose tables the
+    first masks inside it build."""
+    dfa.ensure_rows(np.array([p], dtype=np.int64))
+    one = np.unique(dfa.trans[p])
+    one = one[one > START]
+    dfa.ensure_rows(one)
+    near = np.union1d(one, np.unique(dfa.trans[one]))
+    near = near[(near > START) & (near != p)]
+    dfa.ensure_rows(near)
+    loops = np.count_nonzero(dfa.trans[near] == near[:, None], axis=1)
+    return near[loops >= tuning.MIN_LOOP_BYTES].tolist()
 
 
 def hub_states_ahead(grammar) -> list[int] | None:
