@@ -165,3 +165,25 @@ def test_projected_states_ahead_gate(smollm2, monkeypatch):
     monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 16384)
     eager = compile_json_schema(SEARCHED, smollm2)
     assert eager._rep.size and precompute_mod.projected_states_ahead(eager) is None
+
+
+def test_a_lexer_bound_met_while_listing_ends_the_list(smollm2, monkeypatch):
+    """A lexer bound met while the projected states are listed ends the list there: the compile
+    succeeds, and the masks equal the lazy grammar's."""
+    from guidewire.core.errors import LimitExceededError
+
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    _open_gate(monkeypatch)
+    calls = []
+
+    def bounded(dfa, p):
+        calls.append(p)
+        raise LimitExceededError("the lexer is full")
+
+    monkeypatch.setattr(precompute_mod, "_hubs_near", bounded)
+    g = compile_json_schema(SEARCHED, smollm2)
+    assert calls and g.precomputed is None     # nothing listed before the bound: nothing built
+    monkeypatch.setenv("GUIDEWIRE_HUBS_AHEAD_SECONDS", "0")
+    lazy = compile_json_schema(SEARCHED, smollm2)
+    rng, favour = random.Random(5), _favoured(smollm2)
+    assert sum(_walk_pair(g, lazy, smollm2, rng, 60, favour)[0] for _ in range(3)) >= 30

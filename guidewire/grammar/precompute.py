@@ -49,7 +49,7 @@ def hubs_ahead_seconds() -> float:
 
 def precompute_hubs(grammar) -> dict | None:
     """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds`, or else
-    :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SECONDS` (a per-request
+    :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SHARE` times it (a per-request
     grammar's compile calls it): :func:`precompute_tables`' summary, or None where the gates or a
     zero budget build nothing."""
     seconds = hubs_ahead_seconds()
@@ -73,11 +73,13 @@ def projected_states_ahead(grammar) -> list[int] | None:
     table and the tables of the search hubs it reuses (an unanchored ``\\w+[\\\\](\\w+\\.)*...``
     walks most of a 262k vocabulary per hub: 20-30 ms in one mask). Where the vocabulary has at least
     :data:`HUBS_AHEAD_VOCAB` tokens and the lexer is built lazily (a lexer built up front has
-    its hubs, see :func:`hub_states_ahead`), each nonterminal's FIRST set that holds a sealed terminal
-    that is not narrow (a free string, not a key) is taken for what the parser expects before such a value, and the quote's state projected onto it, in grammar order; building its
-    table builds the hubs' too. Tables are pure functions of lexer states, so a projection that the
-    parser never asks for costs compile time only, never a wrong mask. Each projected state comes
-    with the hubs one or two bytes from it (:func:`_hubs_near`)."""
+    its hubs, see :func:`hub_states_ahead`), each nonterminal's FIRST set that holds a sealed
+    terminal that is not narrow (a free string or the extra keys, not a property name) is taken for
+    what the parser expects there, and the quote's state projected onto it, in grammar order; each
+    projected state comes with the hubs one or two bytes from it (:func:`_hubs_near`). Tables are
+    pure functions of lexer states, so a projection that the parser never asks for costs compile
+    time only, never a wrong mask. A lexer bound met on the way ends the list there (the masks that
+    need those states meet it and report it as before)."""
     proj = grammar._projection
     if proj is None or grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB or grammar._rep.size:
         return None
@@ -98,19 +100,22 @@ def projected_states_ahead(grammar) -> list[int] | None:
     states: list[int] = []
     seen: set[int] = set()
     ignored = dfa.ignored_bits
-    for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
-        if not first & heavy:
-            continue
-        for t in entries:
-            p = proj.project(t, first | ignored)
-            if p == t or p in seen:
+    try:
+        for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
+            if not first & heavy:
                 continue
-            for s in [p] + _hubs_near(dfa, p):
-                if s not in seen:
-                    seen.add(s)
-                    states.append(s)
-            if len(states) >= PROJECTED_AHEAD_MAX:
-                return states
+            for t in entries:
+                p = proj.project(t, first | ignored)
+                if p == t or p in seen:
+                    continue
+                for s in [p] + _hubs_near(dfa, p):
+                    if s not in seen:
+                        seen.add(s)
+                        states.append(s)
+                if len(states) >= PROJECTED_AHEAD_MAX:
+                    return states
+    except LimitExceededError:      # the lexer's state or work bound (WorkLimitExceededError included)
+        pass
     return states
 
 
