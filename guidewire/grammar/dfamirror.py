@@ -186,8 +186,7 @@ class DfaMirror:
         lexer's built rows, copied into the mirror or not)."""
         dfa = self.dfa
         n = dfa.n_states
-        loops = (dfa.trans[:n] == np.arange(n, dtype=dfa.trans.dtype)[:, None]).sum(axis=1)
-        out = (loops >= tuning.MIN_LOOP_BYTES) & dfa.row_done[:n]
+        out = self_loop_hubs(dfa.trans[:n], np.arange(n, dtype=dfa.trans.dtype)) & dfa.row_done[:n]
         out[DEAD] = False
         return out
 
@@ -247,3 +246,9 @@ class _RowLists(dict):
             dfa.compute_row(q)
         row = self[q] = tuple(dfa.trans[q].tolist())
         return row
+
+
+def self_loop_hubs(rows: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """A bool per state of ``states`` (its transition row in ``rows``): whether it is a hub, a state
+    with at least :data:`~.tabletuning.MIN_LOOP_BYTES` self-loop bytes."""
+    return np.count_nonzero(rows == states[:, None], axis=1) >= tuning.MIN_LOOP_BYTES

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from ..core.limits import env_number
-from . import tabletuning as tuning
+from .dfamirror import self_loop_hubs
 from .lexer import START
 
 PRECOMPUTE_SECONDS = 1.0    # default wall-clock budget of compile_lark's precomputation
@@ -84,11 +84,8 @@ def projected_states_ahead(grammar) -> list[int] | None:
     if proj is None or grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB or grammar._rep.size:
         return None
     dfa = grammar.dfa
-    heavy = 0
-    for t, term in enumerate(dfa.terminals):
-        if proj.sealed[t] and not term.narrow:
-            heavy |= 1 << t
-    if not heavy:
+    free = sum(1 << t for t, term in enumerate(dfa.terminals) if proj.sealed[t] and not term.narrow)
+    if not free:
         return None
     dfa.ensure_rows(np.array([START], dtype=np.int64))
     sealed = sum(1 << t for t, s in enumerate(proj.sealed) if s)
@@ -102,7 +99,7 @@ def projected_states_ahead(grammar) -> list[int] | None:
     ignored = dfa.ignored_bits
     try:
         for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
-            if not first & heavy:
+            if not first & free:
                 continue
             for t in entries:
                 p = proj.project(t, first | ignored)
@@ -120,9 +117,8 @@ def projected_states_ahead(grammar) -> list[int] | None:
 
 
 def _hubs_near(dfa, p: int) -> list[int]:
-    """The hubs (states with at least :data:`~.tabletuning.MIN_LOOP_BYTES` self-loop bytes) one
-    or two bytes from lexer state ``p``, in state order: a string's search states, whose tables the
-    first masks inside it build."""
+    """The hubs (:func:`~.dfamirror.self_loop_hubs`) one or two bytes from lexer state ``p``, in
+    state order: a string's search states, whose tables the first masks inside it build."""
     dfa.ensure_rows(np.array([p], dtype=np.int64))
     one = np.unique(dfa.trans[p])
     one = one[one > START]
@@ -130,8 +126,7 @@ def _hubs_near(dfa, p: int) -> list[int]:
     near = np.union1d(one, np.unique(dfa.trans[one]))
     near = near[(near > START) & (near != p)]
     dfa.ensure_rows(near)
-    loops = np.count_nonzero(dfa.trans[near] == near[:, None], axis=1)
-    return near[loops >= tuning.MIN_LOOP_BYTES].tolist()
+    return near[self_loop_hubs(dfa.trans[near], near)].tolist()
 
 
 def hub_states_ahead(grammar) -> list[int] | None:
