@@ -54,9 +54,9 @@ def test_masks_with_hubs_ahead_equal_lazy_masks(smollm2, monkeypatch, schema, se
     ahead, lazy = _pair(schema, smollm2, monkeypatch)
     if ahead._rep.size and ahead._builder.hub_states().any():   # built whole, a string of any length
         assert ahead.precomputed["tables"] > 0 and ahead.precomputed["complete"]
-    elif ahead._rep.size or ahead._projection is None:      # fixed keys and short strings only
+    elif ahead._projection is None:      # built whole, fixed keys and short strings only
         assert ahead.precomputed is None
-    else:               # built lazily: its projected strings' states instead (test_projected_states_ahead)
+    else:               # projected: its projected strings' states (test_projected_states_ahead)
         assert ahead.precomputed is None or ahead.precomputed["tables"] > 0
     taken, _moved = _walk_pair(ahead, lazy, smollm2, random.Random(seed), 40, _favoured(smollm2))
     assert taken >= 1
@@ -154,8 +154,8 @@ def test_projected_states_ahead(smollm2, monkeypatch):
 
 
 def test_projected_states_ahead_gate(smollm2, monkeypatch):
-    """Nothing is projected ahead on SmolLM2's vocabulary with the defaults, nor for a lexer built
-    up front (its hubs are known: hub_states_ahead), nor with a zero budget."""
+    """Nothing is projected ahead on SmolLM2's vocabulary with the defaults, nor with a zero
+    budget, nor for a lexer built up front that is not projected (a small product)."""
     monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
     assert compile_json_schema(SEARCHED, smollm2).precomputed is None
     monkeypatch.setattr(precompute_mod, "HUBS_AHEAD_VOCAB", 0)
@@ -164,7 +164,49 @@ def test_projected_states_ahead_gate(smollm2, monkeypatch):
     monkeypatch.delenv("GUIDEWIRE_HUBS_AHEAD_SECONDS")
     monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 16384)
     eager = compile_json_schema(SEARCHED, smollm2)
-    assert eager._rep.size and precompute_mod.projected_states_ahead(eager) is None
+    assert eager._rep.size and eager._projection is None
+    assert precompute_mod.projected_states_ahead(eager) is None
+
+
+# the same searched strings beside a format and a counter: a product lexer large enough to be
+# projected though it is built up front (on a large vocabulary; forced here for SmolLM2's)
+SEARCHED_EAGER = {"type": "object",
+                  "properties": {"path": {"type": "string", "pattern": "[a-z]+/[a-z]+\\.dl"},
+                                 "args": {"type": "string", "pattern": "[a-z]+(,[a-z]+)*"},
+                                 "mail": {"type": "string", "format": "email"},
+                                 "code": {"type": "string", "maxLength": 24},
+                                 "size": {"type": "integer"}}}
+
+
+def test_projected_states_ahead_of_a_lexer_built_up_front(smollm2, monkeypatch):
+    """A lexer built up front and projected (its projected states are new states, beyond its
+    classes, whose search hubs are not among its own hubs): the projected states and the hubs near
+    them get their tables at compile time too, after the lexer's own hubs; a walk builds fewer
+    tables than with nothing built ahead, and masks and verdicts equal that grammar's."""
+    monkeypatch.setattr(compiled_mod, "PROJECT_EAGER_VOCAB", 0)
+    _open_gate(monkeypatch)
+    g = compile_json_schema(SEARCHED_EAGER, smollm2)
+    assert g._rep.size and g._projection is not None
+    states = precompute_mod.projected_states_ahead(g)
+    assert states and all(q >= g._rep.size for q in states)      # new states, not the lexer's classes
+    assert all(g._has_table(q) for q in states)
+    own = precompute_mod.hub_states_ahead(g)
+    assert own and not set(own) & set(states)
+    assert all(g._has_table(g._canon(q)) for q in own)
+    assert g.precomputed["complete"] and g.precomputed["tables"] >= len(set(states))
+    ahead, lazy = _pair(SEARCHED_EAGER, smollm2, monkeypatch)
+    built = {id(ahead._builder): 0, id(lazy._builder): 0}
+    original = TableBuilder.table
+
+    def counting(self, q):
+        built[id(self)] = built.get(id(self), 0) + 1
+        return original(self, q)
+
+    monkeypatch.setattr(TableBuilder, "table", counting)
+    rng, favour = random.Random(13), _favoured(smollm2)
+    total = sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(6))
+    assert total >= 100
+    assert built[id(ahead._builder)] < built[id(lazy._builder)]
 
 
 def test_a_lexer_bound_met_while_listing_ends_the_list(smollm2, monkeypatch):

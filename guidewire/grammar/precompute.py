@@ -48,20 +48,27 @@ def hubs_ahead_seconds() -> float:
 
 
 def precompute_hubs(grammar) -> dict | None:
-    """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds`, or else
+    """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds`, then
     :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SHARE` times it (a per-request
-    grammar's compile calls it): :func:`precompute_tables`' summary, or None where the gates or a
-    zero budget build nothing."""
+    grammar's compile calls it): :func:`precompute_tables`' summary (both runs summed: complete
+    where both are, stopped for the first reason met), or None where the gates or a zero budget
+    build nothing."""
     seconds = hubs_ahead_seconds()
     if seconds <= 0:
         return None
+    runs = []
     states = hub_states_ahead(grammar)
     if states is not None:
-        return precompute_tables(grammar, seconds, states=states)
+        runs.append(precompute_tables(grammar, seconds, states=states))
     states = projected_states_ahead(grammar)
-    if not states:
+    if states:
+        runs.append(precompute_tables(grammar, seconds * PROJECTED_AHEAD_SHARE, states=states))
+    if not runs:
         return None
-    return precompute_tables(grammar, seconds * PROJECTED_AHEAD_SHARE, states=states)
+    return {"tables": sum(r["tables"] for r in runs), "classes": sum(r["classes"] for r in runs),
+            "seconds": sum(r["seconds"] for r in runs), "bytes": runs[-1]["bytes"],
+            "complete": all(r["complete"] for r in runs),
+            "stopped": next((r["stopped"] for r in runs if r["stopped"] is not None), None)}
 
 
 def projected_states_ahead(grammar) -> list[int] | None:
@@ -71,9 +78,10 @@ def projected_states_ahead(grammar) -> list[int] | None:
     as it is read (:mod:`.projection`): after a string's opening quote, the state keeps only the
     sealed terminals the parser expects there, a state no compile made. Its first mask built its
     table and the tables of the search hubs it reuses (an unanchored ``\\w+[\\\\](\\w+\\.)*...``
-    walks most of a 262k vocabulary per hub: 20-30 ms in one mask). Where the vocabulary has at least
-    :data:`HUBS_AHEAD_VOCAB` tokens and the lexer is built lazily (a lexer built up front has
-    its hubs, see :func:`hub_states_ahead`), each nonterminal's FIRST set that holds a sealed
+    walks most of a 262k vocabulary per hub: 20-30 ms in one mask). A lexer built up front has
+    its own hubs (:func:`hub_states_ahead`), but the projected states are new states beyond it,
+    and their search hubs are not among those. Where the vocabulary has at least
+    :data:`HUBS_AHEAD_VOCAB` tokens, each nonterminal's FIRST set that holds a sealed
     terminal that is not narrow (a free string or the extra keys, not a property name) is taken for
     what the parser expects there, and the quote's state projected onto it, in grammar order; each
     projected state comes with the hubs one or two bytes from it (:func:`_hubs_near`). Tables are
@@ -81,7 +89,7 @@ def projected_states_ahead(grammar) -> list[int] | None:
     time only, never a wrong mask. A lexer bound met on the way ends the list there (the masks that
     need those states meet it and report it as before)."""
     proj = grammar._projection
-    if proj is None or grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB or grammar._rep.size:
+    if proj is None or grammar.vocab.vocab_size < HUBS_AHEAD_VOCAB:
         return None
     dfa = grammar.dfa
     free = sum(1 << t for t, term in enumerate(dfa.terminals) if proj.sealed[t] and not term.narrow)
