@@ -140,6 +140,7 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
             work.append(key)
         return sid
 
+    shared: dict = {}       # spellings by (class, target): see json_chars_into
     begin = state(c_start, 0)
     if quoted:
         nfa.add_bytes(first, begin, 0x22, 0x22)
@@ -153,7 +154,7 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
         if max_len is None or k < max_len:
             k2 = k + 1 if (max_len is not None or k < min_len) else k
             for chars, t in cnfa.edges[c]:
-                json_chars_into(nfa, sid, state(t, k2), chars)
+                json_chars_into(nfa, sid, state(t, k2), chars, shared)
         if c == c_end and k >= min_len:
             if quoted:
                 nfa.add_bytes(sid, final, 0x22, 0x22)
@@ -162,12 +163,28 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
     return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final))
 
 
-def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals) -> None:
-    """Edges ``src -> dst`` spelling one character of ``chars`` in JSON string syntax."""
+def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals, shared: dict | None = None) -> None:
+    """Edges ``src -> dst`` spelling one character of ``chars`` in JSON string syntax.
+
+    ``shared``: spellings already made in this NFA, by ``(chars, dst)``. Past the first byte a
+    spelling depends on ``chars`` and ``dst`` only, so another source of the same class and target
+    gets the first byte's edges into the states made before, not a copy of them (a minimal DFA's
+    states share a class such as "any other character" towards one target: a copy per state was
+    most of its spelled size)."""
+    key = (chars, dst)
+    made = shared.get(key) if shared is not None else None
+    if made is not None:
+        first, back = made
+        nfa.edges[src].extend(first)
+        nfa.add_bytes(src, back, 0x5C, 0x5C)
+        return
     raw = _minus(chars, _RAW_FORBIDDEN)
+    at = len(nfa.edges[src])
     if raw:
         nfa.add_chars(src, dst, raw)
     back = nfa.add_state()
+    if shared is not None:
+        shared[key] = (tuple(nfa.edges[src][at:]), back)
     nfa.add_bytes(src, back, 0x5C, 0x5C)
     for c, letter in _SHORT_ESCAPES.items():
         if _contains(chars, c):

@@ -115,9 +115,12 @@ def _subsets(nfa: CharNFA, start: int, moves: list[list[list[int]]], n_classes: 
 
 
 def spelled_size(auto: tuple[CharNFA, int, int]) -> int:
-    """How many character intervals the automaton's edges carry: what its JSON spelling costs
-    (each interval of an edge becomes byte paths of its UTF-8 and escape spellings)."""
-    return sum(len(iv) for edges in auto[0].edges for iv, _ in edges)
+    """What the automaton's JSON spelling costs: the character intervals of its distinct (class,
+    target) edges (each interval becomes byte paths of its UTF-8 and escape spellings, made once
+    per class and target: :func:`~..jsonstring.json_chars_into`), plus one per edge (its own first
+    bytes into them)."""
+    edges = [(iv, t) for out in auto[0].edges for iv, t in out]
+    return sum(len(iv) for iv, _ in set(edges)) + len(edges)
 
 
 def smaller_automaton(auto: tuple[CharNFA, int, int], *, growth: float = 2.0,
