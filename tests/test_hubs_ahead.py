@@ -108,6 +108,24 @@ def test_a_spent_budget_builds_nothing_and_masks_stay_right(smollm2, monkeypatch
     assert taken >= 20
 
 
+def _walks_build_fewer_tables(ahead, lazy, vocab, monkeypatch, seed: int) -> None:
+    """Six random walks of 80 tokens each, masks and verdicts compared (``_walk_pair``): at least
+    100 steps taken, and the grammar with tables built ahead builds fewer tables on the way."""
+    built = {id(ahead._builder): 0, id(lazy._builder): 0}
+    original = TableBuilder.table
+
+    def counting(self, q):
+        built[id(self)] = built.get(id(self), 0) + 1
+        return original(self, q)
+
+    monkeypatch.setattr(TableBuilder, "table", counting)
+    rng, favour = random.Random(seed), _favoured(vocab)
+    total = sum(_walk_pair(ahead, lazy, vocab, rng, 80, favour)[0] for _ in range(6))
+    assert total >= 100
+    assert built[id(ahead._builder)] < built[id(lazy._builder)]
+
+
+
 # strings searched by unanchored patterns, beside extra keys: a lexer too large to build up front
 # (forced here), projected at each value onto the strings the parser expects there
 SEARCHED = {"type": "object",
@@ -139,18 +157,7 @@ def test_projected_states_ahead(smollm2, monkeypatch):
     assert set(states) & projected and set(states) - projected     # the projections and hubs near them
     ahead, lazy = _pair(SEARCHED, smollm2, monkeypatch)
     assert ahead.precomputed["tables"] > 0 and lazy.precomputed is None
-    built = {id(ahead._builder): 0, id(lazy._builder): 0}
-    original = TableBuilder.table
-
-    def counting(self, q):
-        built[id(self)] = built.get(id(self), 0) + 1
-        return original(self, q)
-
-    monkeypatch.setattr(TableBuilder, "table", counting)
-    rng, favour = random.Random(11), _favoured(smollm2)
-    total = sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(6))
-    assert total >= 100
-    assert built[id(ahead._builder)] < built[id(lazy._builder)]
+    _walks_build_fewer_tables(ahead, lazy, smollm2, monkeypatch, 11)
 
 
 def test_projected_states_ahead_gate(smollm2, monkeypatch):
@@ -195,18 +202,7 @@ def test_projected_states_ahead_of_a_lexer_built_up_front(smollm2, monkeypatch):
     assert all(g._has_table(g._canon(q)) for q in own)
     assert g.precomputed["complete"] and g.precomputed["tables"] >= len(set(states))
     ahead, lazy = _pair(SEARCHED_EAGER, smollm2, monkeypatch)
-    built = {id(ahead._builder): 0, id(lazy._builder): 0}
-    original = TableBuilder.table
-
-    def counting(self, q):
-        built[id(self)] = built.get(id(self), 0) + 1
-        return original(self, q)
-
-    monkeypatch.setattr(TableBuilder, "table", counting)
-    rng, favour = random.Random(13), _favoured(smollm2)
-    total = sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(6))
-    assert total >= 100
-    assert built[id(ahead._builder)] < built[id(lazy._builder)]
+    _walks_build_fewer_tables(ahead, lazy, smollm2, monkeypatch, 13)
 
 
 def test_a_lexer_bound_met_while_listing_ends_the_list(smollm2, monkeypatch):
@@ -229,3 +225,28 @@ def test_a_lexer_bound_met_while_listing_ends_the_list(smollm2, monkeypatch):
     lazy = compile_json_schema(SEARCHED, smollm2)
     rng, favour = random.Random(5), _favoured(smollm2)
     assert sum(_walk_pair(g, lazy, smollm2, rng, 60, favour)[0] for _ in range(3)) >= 30
+
+
+def test_a_long_compile_builds_the_other_hubs_too(smollm2, monkeypatch):
+    """A compile that took at least HUBS_REST_COMPILE seconds also builds the tables of every other
+    hub, within a share of its time; a short one builds the near hubs only (some hubs stay lazy);
+    masks and verdicts equal those of lazily built tables along random walks either way."""
+    _open_gate(monkeypatch, hubs=6)
+
+    def lazy_grammar():
+        monkeypatch.setenv("GUIDEWIRE_HUBS_AHEAD_SECONDS", "0")
+        g = compile_json_schema(SEARCHED_EAGER, smollm2)
+        monkeypatch.delenv("GUIDEWIRE_HUBS_AHEAD_SECONDS")
+        return g
+
+    short, long_, lazy = lazy_grammar(), lazy_grammar(), lazy_grammar()
+    hubs = np.flatnonzero(short._builder.hub_states()).tolist()
+    assert precompute_mod.precompute_hubs(short, compile_seconds=0.01)["complete"]
+    assert precompute_mod.precompute_hubs(long_, compile_seconds=600.0)["complete"]
+    near = {short._canon(q) for q in precompute_mod.hub_states_ahead(short)}
+    rest = {short._canon(h) for h in hubs} - near
+    assert rest and not all(short._has_table(q) for q in rest)     # (a near hub's table may build one it inherits)
+    assert all(long_._has_table(long_._canon(h)) for h in hubs)
+    rng, favour = random.Random(17), _favoured(smollm2)
+    for ahead in (short, long_):
+        assert sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(3)) >= 60
