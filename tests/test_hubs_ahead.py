@@ -225,28 +225,3 @@ def test_a_lexer_bound_met_while_listing_ends_the_list(smollm2, monkeypatch):
     lazy = compile_json_schema(SEARCHED, smollm2)
     rng, favour = random.Random(5), _favoured(smollm2)
     assert sum(_walk_pair(g, lazy, smollm2, rng, 60, favour)[0] for _ in range(3)) >= 30
-
-
-def test_a_long_compile_builds_the_other_hubs_too(smollm2, monkeypatch):
-    """A compile that took at least HUBS_REST_COMPILE seconds also builds the tables of every other
-    hub, within a share of its time; a short one builds the near hubs only (some hubs stay lazy);
-    masks and verdicts equal those of lazily built tables along random walks either way."""
-    _open_gate(monkeypatch, hubs=6)
-
-    def lazy_grammar():
-        monkeypatch.setenv("GUIDEWIRE_HUBS_AHEAD_SECONDS", "0")
-        g = compile_json_schema(SEARCHED_EAGER, smollm2)
-        monkeypatch.delenv("GUIDEWIRE_HUBS_AHEAD_SECONDS")
-        return g
-
-    short, long_, lazy = lazy_grammar(), lazy_grammar(), lazy_grammar()
-    hubs = np.flatnonzero(short._builder.hub_states()).tolist()
-    assert precompute_mod.precompute_hubs(short, compile_seconds=0.01)["complete"]
-    assert precompute_mod.precompute_hubs(long_, compile_seconds=600.0)["complete"]
-    near = {short._canon(q) for q in precompute_mod.hub_states_ahead(short)}
-    rest = {short._canon(h) for h in hubs} - near
-    assert rest and not all(short._has_table(q) for q in rest)     # (a near hub's table may build one it inherits)
-    assert all(long_._has_table(long_._canon(h)) for h in hubs)
-    rng, favour = random.Random(17), _favoured(smollm2)
-    for ahead in (short, long_):
-        assert sum(_walk_pair(ahead, lazy, smollm2, rng, 80, favour)[0] for _ in range(3)) >= 60

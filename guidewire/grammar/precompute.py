@@ -31,8 +31,6 @@ PRECOMPUTE_SHARE = 0.75     # at most this share of Limits.table_cache_bytes is 
 HUBS_AHEAD_VOCAB = 100_000  # a vocabulary of at least this many tokens (a hub's table walks ~5x more than at 49k)
 HUBS_AHEAD_MIN = 6          # an eagerly built lexer with at least this many hubs (products of patterns and keys)
 HUBS_AHEAD_SECONDS = 0.1    # wall-clock budget of that precomputation
-HUBS_REST_COMPILE = 0.5     # a compile that took at least this many seconds builds its other hubs too ...
-HUBS_REST_SHARE = 0.1       # ... within this share of its compile time
 PROJECTED_AHEAD_SHARE = 2.5  # a lazily built lexer's projected strings (projected_states_ahead) get this many times it
 PROJECTED_AHEAD_MAX = 64     # ... for at most this many projected states
 
@@ -49,31 +47,22 @@ def hubs_ahead_seconds() -> float:
     return env_number("GUIDEWIRE_HUBS_AHEAD_SECONDS", HUBS_AHEAD_SECONDS, float, allow_zero=True)
 
 
-def precompute_hubs(grammar, compile_seconds: float = 0.0) -> dict | None:
+def precompute_hubs(grammar) -> dict | None:
     """Build :func:`hub_states_ahead`'s tables within :func:`hubs_ahead_seconds`, then
-    :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SHARE` times it, then, where the
-    compile took at least :data:`HUBS_REST_COMPILE` seconds (``compile_seconds``), the lexer's other
-    hubs within :data:`HUBS_REST_SHARE` of that time (a per-request grammar's compile calls it):
-    :func:`precompute_tables`' summary (the runs summed: complete where all are, stopped for the
-    first reason met), or None where the gates or a zero budget build nothing.
-
-    The other hubs: a lexer of many patterns and extra keys (CircleCI's configuration: 75 hub
-    classes) has key states a few bytes into a key whose tables are its slowest masks (a mask in a
-    job's keys built four of them, 30 ms), while a compile of 1.6 s makes 0.16 s more a small
-    share of the time to first mask; a compile of a few milliseconds (most schemas) builds none."""
+    :func:`projected_states_ahead`'s within :data:`PROJECTED_AHEAD_SHARE` times it (a per-request
+    grammar's compile calls it): :func:`precompute_tables`' summary (both runs summed: complete
+    where both are, stopped for the first reason met), or None where the gates or a zero budget
+    build nothing."""
     seconds = hubs_ahead_seconds()
     if seconds <= 0:
         return None
     runs = []
-    near = hub_states_ahead(grammar)
-    if near is not None:
-        runs.append(precompute_tables(grammar, seconds, states=near))
+    states = hub_states_ahead(grammar)
+    if states is not None:
+        runs.append(precompute_tables(grammar, seconds, states=states))
     states = projected_states_ahead(grammar)
     if states:
         runs.append(precompute_tables(grammar, seconds * PROJECTED_AHEAD_SHARE, states=states))
-    if near is not None and compile_seconds >= HUBS_REST_COMPILE:
-        hubs = np.flatnonzero(grammar._builder.hub_states()).tolist()
-        runs.append(precompute_tables(grammar, HUBS_REST_SHARE * compile_seconds, states=hubs))
     if not runs:
         return None
     return {"tables": sum(r["tables"] for r in runs), "classes": sum(r["classes"] for r in runs),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 
 from ...core.errors import UnsatisfiableGrammarError
@@ -72,7 +71,6 @@ def compile_json_schema(schema, vocab, **options):
         value = getattr(opts, name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
-    started = time.perf_counter()
     root = load_schema(schema)
     notes: list[str] = []
     resolver = Resolver(root)
@@ -83,8 +81,7 @@ def compile_json_schema(schema, vocab, **options):
         raise UnsatisfiableGrammarError("the schema admits no JSON value")
     grammar = builder.build(sym, vocab, source=json.dumps(root)[:10_000])
     grammar.notes = tuple(dict.fromkeys(notes))
-    # many dear hubs on a large vocabulary only; more of them where the compile was long anyway
-    grammar.precomputed = precompute_hubs(grammar, compile_seconds=time.perf_counter() - started)
+    grammar.precomputed = precompute_hubs(grammar)     # many dear hubs on a large vocabulary only
     return grammar
 
 
