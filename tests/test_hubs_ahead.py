@@ -160,6 +160,31 @@ def test_projected_states_ahead(smollm2, monkeypatch):
     _walks_build_fewer_tables(ahead, lazy, smollm2, monkeypatch, 11)
 
 
+# keys only (every sealed terminal of the top-level object expected at its first key): the quote's
+# state projects onto itself there
+KEYS_ONLY = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(8)},
+             "additionalProperties": {"type": "integer"}}
+
+
+def test_the_documents_first_key_comes_first(smollm2, monkeypatch):
+    """The state of a document's first key (after ``{"``), reached from the grammar's start, is
+    listed first and built at compile time even where the projection drops nothing (no FIRST set
+    then lists it); the first masks of a walk find it built and agree with the lazy grammar."""
+    monkeypatch.setattr(compiled_mod, "EAGER_LEXER_STATES", 1)
+    _open_gate(monkeypatch)
+    g = compile_json_schema(KEYS_ONLY, smollm2)
+    assert not g._rep.size and g._projection is not None
+    quote = int(g.dfa.trans[START][ord('"')])
+    first_key = g.step_bytes(g.earley.initial, START, b'{"')[1]
+    assert first_key == quote        # nothing to drop: the quote's own state
+    states = precompute_mod.projected_states_ahead(g)
+    assert states[0] == first_key and g._has_table(first_key)
+    assert g.precomputed["tables"] > 0 and g.precomputed["complete"]
+    ahead, lazy = _pair(KEYS_ONLY, smollm2, monkeypatch)
+    assert ahead._has_table(quote) and not lazy._has_table(quote)
+    _walks_build_fewer_tables(ahead, lazy, smollm2, monkeypatch, 3)
+
+
 def test_projected_states_ahead_gate(smollm2, monkeypatch):
     """Nothing is projected ahead on SmolLM2's vocabulary with the defaults, nor with a zero
     budget, nor for a lexer built up front that is not projected (a small product)."""

@@ -437,3 +437,47 @@ def test_projection_max_kept_refuses_large_new_states(monkeypatch):
     half.max_kept = 1 << 30
     kept, whole = len(g.dfa.nfa_states(p)), len(g2.dfa.nfa_states(q2))
     assert (half.project(q2, 1 << 2) == q2) == (2 * kept > whole)
+
+
+def test_eager_projection_makes_key_states_of_many_expected_objects(smollm2, monkeypatch):
+    """Where the parser expects the keys of many objects at once (an ``anyOf`` of objects, each
+    with its extra keys) beside many other objects' extra keys, a key state of an eagerly built
+    lexer projects onto a new state of more than 64 NFA states (CircleCI's job keys: 114 of 298),
+    at most :data:`PROJECT_EAGER_KEPT` and half the state's; masks and verdicts stay those of the
+    unprojected grammar from there on."""
+    alts = [{"type": "object", "properties": {f"d{i}x": {"type": "integer"}},
+             "additionalProperties": {"type": "integer"}} for i in range(36)]
+    others = {f"o{i}": {"type": "object", "properties": {f"e{i}y": {"type": "integer"}},
+                        "additionalProperties": {"type": "integer"}} for i in range(80)}
+    schema = {"type": "object", "properties": {"jobs": {"anyOf": alts}, **others}, "additionalProperties": False}
+    on, off = _eager_pair(schema, smollm2, monkeypatch)
+    assert on._rep.size and on._projection is not None and off._projection is None
+    ids = {t: i for i, t in reversed(list(enumerate(smollm2.token_bytes)))}
+    prefix = [ids[bytes([c])] for c in b'{"jobs": {"d']
+    a, b = on.matcher(), off.matcher()
+    for tok in prefix:
+        assert np.array_equal(a.current_mask(), b.current_mask())
+        assert a.advance(tok) and b.advance(tok)
+    assert np.array_equal(a.current_mask(), b.current_mask())
+    q, q_off = a.state[1], b.state[1]
+    kept, whole = len(on.dfa.nfa_states(q)), len(off.dfa.nfa_states(q_off))
+    assert q >= len(on._rep), "the key state was not projected onto a new state"
+    assert 64 < kept <= compiled_mod.PROJECT_EAGER_KEPT and 2 * kept <= whole
+    rng, favour = random.Random(7), _favoured(smollm2)
+    steps = 0
+    for _ in range(4):       # random walks on from the projected key state
+        x, y = a.fork(), b.fork()
+        for _ in range(25):
+            mx, my = x.current_mask(), y.current_mask()
+            assert np.array_equal(mx, my) and x.is_accepting() == y.is_accepting()
+            bits = np.unpackbits(my.view(np.uint8), bitorder="little")[:smollm2.vocab_size].astype(bool)
+            bits[list(smollm2.eos_ids)] = False
+            allowed = np.flatnonzero(bits)
+            if not allowed.size:
+                break
+            nice = np.intersect1d(allowed, favour)
+            pool = nice if nice.size and rng.random() < 0.7 else allowed
+            tok = int(pool[rng.randrange(pool.size)])
+            assert x.advance(tok) and y.advance(tok)
+            steps += 1
+    assert steps >= 60

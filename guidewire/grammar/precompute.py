@@ -33,6 +33,8 @@ HUBS_AHEAD_MIN = 6          # an eagerly built lexer with at least this many hub
 HUBS_AHEAD_SECONDS = 0.1    # wall-clock budget of that precomputation
 PROJECTED_AHEAD_SHARE = 2.5  # a lazily built lexer's projected strings (projected_states_ahead) get this many times it
 PROJECTED_AHEAD_MAX = 64     # ... for at most this many projected states
+# a document's first string, read by the first masks of every instance: its states come first
+OPENINGS = (b'{"', b'[{"', b'"', b'["')
 
 
 def default_seconds() -> float:
@@ -84,7 +86,11 @@ def projected_states_ahead(grammar) -> list[int] | None:
     :data:`HUBS_AHEAD_VOCAB` tokens, each nonterminal's FIRST set that holds a sealed
     terminal that is not narrow (a free string or the extra keys, not a property name) is taken for
     what the parser expects there, and the quote's state projected onto it, in grammar order; each
-    projected state comes with the hubs one or two bytes from it (:func:`_hubs_near`). Tables are
+    projected state comes with the hubs one or two bytes from it (:func:`_hubs_near`). Before them
+    come the states of the document's first string (:data:`OPENINGS`: the first key of a top-level
+    object, ...), reached from the grammar's start and projected as a matcher's are, whether or
+    not the projection dropped anything: every instance's first masks read them, and a large
+    schema's FIRST sets alone filled the list before its top-level keys came up. Tables are
     pure functions of lexer states, so a projection that the parser never asks for costs compile
     time only, never a wrong mask. A lexer bound met on the way ends the list there (the masks that
     need those states meet it and report it as before)."""
@@ -106,6 +112,13 @@ def projected_states_ahead(grammar) -> list[int] | None:
     seen: set[int] = set()
     ignored = dfa.ignored_bits
     try:
+        for text in OPENINGS:
+            got = grammar.step_bytes(grammar.earley.initial, START, text)
+            if got is not None and got[1] > START and got[1] not in seen:
+                for s in [got[1]] + _hubs_near(dfa, got[1]):
+                    if s not in seen:
+                        seen.add(s)
+                        states.append(s)
         for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
             if not first & free:
                 continue
