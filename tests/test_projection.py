@@ -143,7 +143,11 @@ def _pair(schema, vocab, monkeypatch):
 def _walk_pair(on, off, vocab, rng: random.Random, steps: int, favour: np.ndarray) -> tuple[int, int]:
     """Walk both grammars with the same random allowed tokens; masks and verdicts must agree.
     Returns (steps taken, steps where the projected matcher sat in another lexer state)."""
-    a, b = on.matcher(), off.matcher()
+    return _walk_from(on.matcher(), off.matcher(), vocab, rng, steps, favour)
+
+
+def _walk_from(a, b, vocab, rng: random.Random, steps: int, favour: np.ndarray) -> tuple[int, int]:
+    """:func:`_walk_pair` from the matchers ``a`` (projected) and ``b`` (not), advanced in place."""
     taken = moved = 0
     for _ in range(steps):
         ma, mb = a.current_mask(), b.current_mask()
@@ -464,20 +468,6 @@ def test_eager_projection_makes_key_states_of_many_expected_objects(smollm2, mon
     assert q >= len(on._rep), "the key state was not projected onto a new state"
     assert 64 < kept <= compiled_mod.PROJECT_EAGER_KEPT and 2 * kept <= whole
     rng, favour = random.Random(7), _favoured(smollm2)
-    steps = 0
-    for _ in range(4):       # random walks on from the projected key state
-        x, y = a.fork(), b.fork()
-        for _ in range(25):
-            mx, my = x.current_mask(), y.current_mask()
-            assert np.array_equal(mx, my) and x.is_accepting() == y.is_accepting()
-            bits = np.unpackbits(my.view(np.uint8), bitorder="little")[:smollm2.vocab_size].astype(bool)
-            bits[list(smollm2.eos_ids)] = False
-            allowed = np.flatnonzero(bits)
-            if not allowed.size:
-                break
-            nice = np.intersect1d(allowed, favour)
-            pool = nice if nice.size and rng.random() < 0.7 else allowed
-            tok = int(pool[rng.randrange(pool.size)])
-            assert x.advance(tok) and y.advance(tok)
-            steps += 1
+    # random walks on from the projected key state
+    steps = sum(_walk_from(a.fork(), b.fork(), smollm2, rng, 25, favour)[0] for _ in range(4))
     assert steps >= 60
