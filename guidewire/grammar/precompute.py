@@ -111,14 +111,18 @@ def projected_states_ahead(grammar) -> list[int] | None:
     states: list[int] = []
     seen: set[int] = set()
     ignored = dfa.ignored_bits
+
+    def add(p: int) -> None:        # a state and the hubs near it, each once
+        for s in [p] + _hubs_near(dfa, p):
+            if s not in seen:
+                seen.add(s)
+                states.append(s)
+
     try:
         for text in OPENINGS:
             got = grammar.step_bytes(grammar.earley.initial, START, text)
             if got is not None and got[1] > START and got[1] not in seen:
-                for s in [got[1]] + _hubs_near(dfa, got[1]):
-                    if s not in seen:
-                        seen.add(s)
-                        states.append(s)
+                add(got[1])
         for first in dict.fromkeys(grammar.earley.cfg.first_sets()):
             if not first & free:
                 continue
@@ -126,10 +130,7 @@ def projected_states_ahead(grammar) -> list[int] | None:
                 p = proj.project(t, first | ignored)
                 if p == t or p in seen:
                     continue
-                for s in [p] + _hubs_near(dfa, p):
-                    if s not in seen:
-                        seen.add(s)
-                        states.append(s)
+                add(p)
                 if len(states) >= PROJECTED_AHEAD_MAX:
                     return states
     except LimitExceededError:      # the lexer's state or work bound (WorkLimitExceededError included)
