@@ -245,20 +245,23 @@ def test_determinize_refuses_bad_arrays():
     eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live, owner, lazy = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
     start = np.array([0], dtype=np.int64)
-    sets, rows, n_rows, stopped, readings, reading_of = det(off, *edge, *eps, live, owner, lazy, lazy, start, 100, 100, -1)
+    univ = (np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64))   # no universal states
+    sets, rows, n_rows, stopped, readings, reading_of = det(off, *edge, *eps, live, owner, lazy, lazy, *univ, start, 100, 100, -1)
     assert sets == [] and n_rows == 2 and stopped is None and readings == [] and reading_of == b""
     assert np.frombuffer(rows, dtype=np.int32).reshape(2, 256)[1, 97] == 1
     import pytest
     with pytest.raises(ValueError, match="bad edge"):
-        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, lazy, start, 100, 100, -1)
+        det(off, np.array([97]), np.array([300]), np.array([0]), *eps, live, owner, lazy, lazy, *univ, start, 100, 100, -1)
     with pytest.raises(ValueError, match="differ in length"):
-        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, lazy, start, 100, 100, -1)
+        det(off, *edge, *eps, np.ones(2, dtype=np.uint8), owner, lazy, lazy, *univ, start, 100, 100, -1)
     with pytest.raises(ValueError, match="differ in length"):
-        det(off, *edge, *eps, live, owner, lazy, np.full(3, -1, dtype=np.int64), start, 100, 100, -1)
+        det(off, *edge, *eps, live, owner, lazy, np.full(3, -1, dtype=np.int64), *univ, start, 100, 100, -1)
+    with pytest.raises(ValueError, match="differ in length"):   # universal closures' offsets, one per NFA state
+        det(off, *edge, *eps, live, owner, lazy, lazy, np.zeros(3, dtype=np.int64), univ[1], start, 100, 100, -1)
     with pytest.raises(ValueError, match="sorted"):
-        det(off, *edge, *eps, live, owner, lazy, lazy, np.array([0, 0]), 100, 100, -1)
+        det(off, *edge, *eps, live, owner, lazy, lazy, *univ, np.array([0, 0]), 100, 100, -1)
     with pytest.raises(ValueError, match="epsilon"):
-        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, lazy, start, 100, 100, -1)
+        det(off, *edge, np.array([0, 1]), np.array([5]), live, owner, lazy, lazy, *univ, start, 100, 100, -1)
 
 
 def test_lexer_table_reserved_whole_past_a_size_reads_the_same(smollm2, monkeypatch):

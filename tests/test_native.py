@@ -246,12 +246,13 @@ def test_bad_arrays_get_typed_errors():
     lo, end, dst = (np.array([v], dtype=np.int64) for v in (97, 98, 0))
     eps = (np.array([0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live, owner, none = np.ones(1, dtype=np.uint8), np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
+    univ = (np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64))   # no universal states
 
     trans, done = np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool)
 
     def lazy(off=off, lo=lo, end=end, dst=dst, eps=eps, states=None, sids=(1,), n_states=2, trans=trans):
         states = {0: (), 1: (0,)} if states is None else states
-        return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, states, {(): 0, (0,): 1},
+        return c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, *univ, states, {(): 0, (0,): 1},
                            c.subset_memo(len(off) - 1), trans, done, list(sids), n_states, 100, -1, -1, 3400)
     n_done, n_new, spent, nbytes, stopped, readings, reading_of = lazy()
     assert (n_done, n_new, spent, stopped) == (1, 0, 2, None)
@@ -282,11 +283,12 @@ def test_bad_arrays_get_typed_errors():
     dst2 = np.array([1], dtype=np.int64)
     eps2 = (np.array([0, 0, 0], dtype=np.int64), np.zeros(0, dtype=np.int64))
     live2, owner2, none2 = np.ones(2, dtype=np.uint8), np.zeros(2, dtype=np.int64), np.full(2, -1, dtype=np.int64)
+    univ2 = (np.zeros(3, dtype=np.int64), np.zeros(0, dtype=np.int64))
     states2, index2, memo2 = {0: (), 1: (0,)}, {(): 0, (0,): 1}, c.subset_memo(2)
     trans2, done2 = np.zeros((4, 256), dtype=np.int32), np.zeros(4, dtype=bool)
 
     def lazy2(sids):
-        return c.lazy_rows(off2, lo, end, dst2, *eps2, live2, owner2, none2, none2, states2, index2, memo2,
+        return c.lazy_rows(off2, lo, end, dst2, *eps2, live2, owner2, none2, none2, *univ2, states2, index2, memo2,
                            trans2, done2, sids, len(states2), 100, -1, -1, 3400)
     with pytest.raises(KeyError):
         lazy2([1, 9])
@@ -294,10 +296,10 @@ def test_bad_arrays_get_typed_errors():
     assert lazy2([np.int64(1)])[:2] == (1, 1)     # numpy ints name states too; the state is made again
     assert states2[2] == (1,) and index2[(1,)] == 2 and trans2[1, 97] == 2 and done2[1]
     with pytest.raises(ValueError, match="another NFA"):
-        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, c.subset_memo(3),
+        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, *univ, {0: (), 1: (0,)}, {}, c.subset_memo(3),
                     trans, done, [1], 2, 100, -1, -1, 3400)
     with pytest.raises(ValueError):   # not a memo
-        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, {0: (), 1: (0,)}, {}, object(),
+        c.lazy_rows(off, lo, end, dst, *eps, live, owner, none, none, *univ, {0: (), 1: (0,)}, {}, object(),
                     trans, done, [1], 2, 100, -1, -1, 3400)
     z = np.zeros(3, dtype=np.int64)
     with pytest.raises(ValueError):

@@ -1,7 +1,7 @@
 /* guidewire.grammar._native: the lexer's subset construction (lexer.ByteDFA).
  *
- * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, start_set, limit,
- *             max_states, work) -> (sets, rows, n_rows, stopped, readings, reading_of)
+ * determinize(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, univ_off, univ_dst,
+ *             start_set, limit, max_states, work) -> (sets, rows, n_rows, stopped, readings, reading_of)
  *
  * Subset construction of a fresh lexer DFA, as ByteDFA.build_all does it in Python: states are
  * processed in id order (0 = DEAD = the empty set, 1 = START = ``start_set``), each row's byte
@@ -10,7 +10,9 @@
  * holding the accepting NFA state of a lazy terminal (lazy_tid[s] >= 0) does not move that
  * terminal's NFA states. Edges: state s owns edges offsets[s]..offsets[s+1]-1, each covering
  * bytes lo..end-1 (end exclusive) towards dst; epsilon moves: state s owns eps_dst[eps_off[s] ..
- * eps_off[s+1]-1]. ``sets``: the NFA sets of the states after START, sorted tuples in id order;
+ * eps_off[s+1]-1]. A closure holding a universal NFA state s (univ_dst[univ_off[s] .. univ_off[s+1]-1], its own
+ * closure, is not empty) keeps of s's terminal only that closure, for the least such s (drop_dominated,
+ * ByteDFA._drop_dominated in Python). ``sets``: the NFA sets of the states after START, sorted tuples in id order;
  * ``rows``: bytes of n_rows x 256 int32 (the rows of states 0 .. n_rows-1); ``stopped``: None,
  * "limit" (a state numbered ``limit`` would need its row), "states" (more than ``max_states``
  * states interned) or "work" (a row would start with more than ``work`` units spent; < 0: no
@@ -23,7 +25,8 @@
  * sorted distinct owners of its states other than accepting states without edges (finished
  * lexemes); ``reading_of``: bytes of int32, the index into ``readings`` of each state of ``sets``.
  *
- * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, states, index, memo,
+ * lazy_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, univ_off, univ_dst, states,
+ *           index, memo,
  *           trans, row_done, sids, n_states, max_states, fuel_left, bytes_left, state_bytes)
  *     -> (n_done, n_new, spent, nbytes, stopped, readings, reading_of)
  *
@@ -127,9 +130,9 @@ static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
 
 /* The NFA's arrays, borrowed from the caller's buffers. */
 typedef struct {
-    const int64_t *OFF, *LO, *END, *DST, *EOFF, *EDST, *OWN, *LAZY, *ACC;
+    const int64_t *OFF, *LO, *END, *DST, *EOFF, *EDST, *OWN, *LAZY, *ACC, *UOFF, *UDST;
     const unsigned char *LIVE;
-    Py_ssize_t n_nfa, n_edges, n_eps;
+    Py_ssize_t n_nfa, n_edges, n_eps, n_univ;
 } Nfa;
 
 /* Scratch space of the row and closure computations, sized once per call. */
@@ -271,6 +274,41 @@ static long long row_targets(const Nfa *A, Scratch *w, const int64_t *m, int64_t
     return work;
 }
 
+/* ByteDFA._drop_dominated on the sorted set w->members[0..n-1]: for each terminal holding a
+ * universal NFA state (UOFF[s] < UOFF[s + 1]: its closure is UDST[UOFF[s] .. UOFF[s + 1]-1]), its
+ * states outside the closure of the least one are dropped. Returns the new size (order kept),
+ * -1 with an exception set. */
+static int64_t drop_dominated(const Nfa *A, Scratch *w, int64_t n) {
+    int64_t *m = w->members, n_own = 0;
+    int any = 0;
+    for (int64_t j = 0; j < n && !any; j++) any = A->UOFF[m[j] + 1] > A->UOFF[m[j]];
+    if (!any) return n;
+    if (++w->stamp == 0) { memset(w->mark, 0, sizeof(uint32_t) * ((size_t)A->n_nfa + 1)); w->stamp = 1; }
+    uint32_t stamp = w->stamp;
+    int64_t *owners = w->stack;         /* free after the closure's search; n_nfa + 1 entries */
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = m[j], a = A->UOFF[s], b = A->UOFF[s + 1], o = A->OWN[s], i;
+        if (a == b) continue;
+        for (i = 0; i < n_own && owners[i] != o; i++) {}
+        if (i < n_own) continue;        /* this terminal's least universal state came first */
+        owners[n_own++] = o;
+        if (a < 0 || a > b || b > A->n_univ) { PyErr_SetString(PyExc_ValueError, "bad universal offsets"); return -1; }
+        for (int64_t e = a; e < b; e++) {
+            int64_t t = A->UDST[e];
+            if (t < 0 || t >= A->n_nfa) { PyErr_SetString(PyExc_ValueError, "bad universal closure member"); return -1; }
+            w->mark[t] = stamp;
+        }
+    }
+    int64_t k = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = m[j], i = 0;
+        if (w->mark[s] != stamp)
+            for (i = 0; i < n_own && owners[i] != A->OWN[s]; i++) {}
+        if (w->mark[s] == stamp || i == n_own) m[k++] = s;
+    }
+    return k;
+}
+
 /* The epsilon closure, through live states only, of seeds[0..n-1], sorted into w->members;
  * returns its size, -1 with an exception set. */
 static int64_t closure(const Nfa *A, Scratch *w, const int64_t *seeds, int64_t n) {
@@ -306,7 +344,7 @@ static int64_t closure(const Nfa *A, Scratch *w, const int64_t *seeds, int64_t n
         }
     }
     sort_i64(w->members, (size_t)(n_mem));
-    return n_mem;
+    return drop_dominated(A, w, n_mem);
 }
 
 /* The reading of NFA set m[0..n-1] interned in RD: key = [n accepting, accepting..., growing...],
@@ -351,41 +389,43 @@ static PyObject *readings_list(const SetIndex *RD) {
     return readings;
 }
 
-/* The NFA arrays from ten buffers, their lengths checked against each other; -1 with an exception. */
+/* The NFA arrays from twelve buffers, their lengths checked against each other; -1 with an exception. */
 static int nfa_from(Nfa *A, Buf *b, const char *who) {
     A->OFF = b[0].view.buf; A->LO = b[1].view.buf; A->END = b[2].view.buf; A->DST = b[3].view.buf;
     A->EOFF = b[4].view.buf; A->EDST = b[5].view.buf; A->LIVE = b[6].view.buf; A->OWN = b[7].view.buf;
-    A->LAZY = b[8].view.buf; A->ACC = b[9].view.buf;
-    A->n_nfa = LEN(b[0], 8) - 1; A->n_edges = LEN(b[1], 8); A->n_eps = LEN(b[5], 8);
+    A->LAZY = b[8].view.buf; A->ACC = b[9].view.buf; A->UOFF = b[10].view.buf; A->UDST = b[11].view.buf;
+    A->n_nfa = LEN(b[0], 8) - 1; A->n_edges = LEN(b[1], 8); A->n_eps = LEN(b[5], 8); A->n_univ = LEN(b[11], 8);
     if (A->n_nfa < 0 || LEN(b[2], 8) != A->n_edges || LEN(b[3], 8) != A->n_edges || LEN(b[4], 8) != A->n_nfa + 1 ||
-        LEN(b[6], 1) != A->n_nfa || LEN(b[7], 8) != A->n_nfa || LEN(b[8], 8) != A->n_nfa || LEN(b[9], 8) != A->n_nfa) {
+        LEN(b[6], 1) != A->n_nfa || LEN(b[7], 8) != A->n_nfa || LEN(b[8], 8) != A->n_nfa || LEN(b[9], 8) != A->n_nfa ||
+        LEN(b[10], 8) != A->n_nfa + 1) {
         PyErr_Format(PyExc_ValueError, "%s: NFA arrays differ in length", who);
         return -1;
     }
     return 0;
 }
 
-static const char *NFA_NAMES[10] = {"offsets", "lo", "end", "dst", "eps_off", "eps_dst", "live", "owner", "lazy_tid",
-                                    "accept_tid"};
+#define NFA_ARRAYS 12
+static const char *NFA_NAMES[NFA_ARRAYS] = {"offsets", "lo", "end", "dst", "eps_off", "eps_dst", "live", "owner",
+                                            "lazy_tid", "accept_tid", "univ_off", "univ_dst"};
 
 static int nfa_bufs(PyObject **objs, Buf *b) {
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < NFA_ARRAYS; i++)
         if (get_buf(objs[i], &b[i], NFA_NAMES[i], i == 6 ? 1 : 8, 0)) return -1;
     return 0;
 }
 
 static void nfa_release(Buf *b) {
-    for (int i = 0; i < 10; i++) release(&b[i]);
+    for (int i = 0; i < NFA_ARRAYS; i++) release(&b[i]);
 }
 
 PyObject *native_determinize(PyObject *self, PyObject *args) {
-    PyObject *o[10], *o_start;
+    PyObject *o[NFA_ARRAYS], *o_start;
     Py_ssize_t limit, max_states;
     long long work;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &o_start, &limit, &max_states, &work))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &o[9], &o[10], &o[11], &o_start, &limit, &max_states, &work))
         return NULL;
-    Buf b[10], start = {0};
+    Buf b[NFA_ARRAYS], start = {0};
     memset(b, 0, sizeof b);
     Nfa A;
     Scratch w;
@@ -579,18 +619,18 @@ static void lazy_rows_undo(PyObject *states, PyObject *index, SubsetMemo *memo, 
 }
 
 PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
-    PyObject *o[10], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
+    PyObject *o[NFA_ARRAYS], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
     Py_ssize_t n_states, max_states, state_bytes;
     long long fuel_left, bytes_left;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!OOOOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_trans, &o_done,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO!O!OOOOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_trans, &o_done,
                           &o_sids, &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
         return NULL;
     Buf trans = {0}, row_done = {0};
     int32_t row[256];
     SubsetMemo *memo = PyCapsule_GetPointer(o_memo, MEMO_NAME);
     if (!memo) return NULL;
-    Buf b[10];
+    Buf b[NFA_ARRAYS];
     memset(b, 0, sizeof b);
     Nfa A;
     Scratch *wp = &memo->w;

@@ -141,6 +141,7 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
         return sid
 
     shared: dict = {}       # spellings by (class, target): see json_chars_into
+    universal = _universal_states(cnfa, c_end) if max_len is None else set()
     begin = state(c_start, 0)
     if quoted:
         nfa.add_bytes(first, begin, 0x22, 0x22)
@@ -160,7 +161,28 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
                 nfa.add_bytes(sid, final, 0x22, 0x22)
             else:
                 nfa.eps[sid].append(final)
-    return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final))
+    # a state reading any characters to the end, past the length floor, takes every spelled rest
+    marked = tuple(sorted(sid for (c, k), sid in index.items() if c in universal and k >= min_len))
+    return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final), marked)
+
+
+def _universal_states(cnfa: CharNFA, end: int) -> set[int]:
+    """The states of ``cnfa`` whose language is every string: they loop on every character and
+    reach ``end`` by epsilon moves (the tail of an unanchored pattern once it has matched)."""
+    out = set()
+    for c in range(len(cnfa)):
+        loops = [iv for chars, t in cnfa.edges[c] if t == c for iv in chars]
+        if not loops or normalize(loops) != ANY:
+            continue
+        seen, stack = {c}, [c]
+        while stack and end not in seen:
+            for t in cnfa.eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        if end in seen:
+            out.add(c)
+    return out
 
 
 def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals, shared: dict | None = None) -> None:

@@ -57,10 +57,12 @@ class ByteDFA(CompiledBuild):
     """Lazily built DFA over bytes for a set of terminals sharing one :class:`NFA`."""
 
     def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000, *,
-                 fragments: list[tuple[int, FragmentFacts]] | None = None):
+                 fragments: list[tuple[int, FragmentFacts]] | None = None, universal=()):
         """``fragments`` (from the front end): per terminal, the first NFA state of its closed
         fragment and the fragment's :class:`FragmentFacts`; the owner of each NFA state, its
-        liveness and each terminal's ``infinite`` then come from them, not whole-NFA searches."""
+        liveness and each terminal's ``infinite`` then come from them, not whole-NFA searches.
+        ``universal``: NFA states from which every rest of their terminal's word is accepted
+        (:attr:`~.regex.RegexFragment.universal`; see :meth:`_closure`)."""
         self.nfa = nfa
         self.max_states = max_states
         n = len(nfa)
@@ -120,6 +122,9 @@ class ByteDFA(CompiledBuild):
         self.fuel = None   # a core.limits.Fuel charged for lazily built states and rows (set by the grammar)
         self.max_bytes: int | None = None   # bound on nbytes (set by the compiled grammar)
         self.nbytes = 0    # estimated memory of the states built (see STATE_BYTES)
+        # universal NFA state -> its epsilon closure (live states only); and as arrays for C
+        self._universal = {u: int_key(self._closure_dfs(u)) for u in sorted(set(universal)) if self.live[u]}
+        self._univ_table: tuple[np.ndarray, np.ndarray] | None = None
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
@@ -129,18 +134,40 @@ class ByteDFA(CompiledBuild):
     # -- state construction ---------------------------------------------------------------
     def _closure(self, seeds) -> frozenset[int] | tuple[int, ...]:
         """The live NFA states reachable from ``seeds`` by epsilon moves: a sorted tuple from the
-        compiled ``eps_closure``, else a union of memoised per-state closures (the reference)."""
+        compiled ``eps_closure``, else a union of memoised per-state closures (the reference);
+        then :meth:`_drop_dominated`."""
         compiled = native.module()
         if compiled is not None:
-            return compiled.eps_closure(*self._eps_np(), self.live, seeds)
-        memo = self._eps_closure
-        parts = []
-        for s in seeds:
-            c = memo.get(s)
-            if c is None:
-                c = memo[s] = int_key(self._closure_dfs(s))
-            parts.append(c)
-        return frozenset().union(*parts)
+            out = compiled.eps_closure(*self._eps_np(), self.live, seeds)
+        else:
+            memo = self._eps_closure
+            parts = []
+            for s in seeds:
+                c = memo.get(s)
+                if c is None:
+                    c = memo[s] = int_key(self._closure_dfs(s))
+                parts.append(c)
+            out = frozenset().union(*parts)
+        return self._drop_dominated(out) if self._universal else out
+
+    def _drop_dominated(self, members):
+        """``members`` less, for each terminal holding a universal NFA state there, its states
+        outside the closure of its least such state (the C ``closure`` of ``_native_subset.c``
+        does the same). Exact: the terminal's threads have all read the same bytes (JSON spellings
+        decode one way, so all stand between the same characters), a universal state accepts every
+        rest of the word from there, so the others' words are among its own; the state's
+        readings (alive, accepting) and every later row are the same, and the lexer makes one
+        state where an unanchored pattern that has matched made a new one per character."""
+        univ = self._universal
+        if univ.keys().isdisjoint(members):
+            return members
+        owner = self._owner_list
+        keep: dict[int, tuple[int, ...]] = {}
+        for s in sorted(members):
+            if s in univ and owner[s] not in keep:
+                keep[owner[s]] = univ[s]
+        kept = {o: set(c) for o, c in keep.items()}
+        return tuple(s for s in sorted(members) if owner[s] not in kept or s in kept[owner[s]])
 
     def _closure_dfs(self, seed: int) -> frozenset[int]:
         eps, live = self.nfa.eps, self.live
@@ -515,6 +542,20 @@ class ByteDFA(CompiledBuild):
         if self._eps_table is None:
             self._nfa_tables()
         return self._eps_table
+
+    def _univ_np(self) -> tuple[np.ndarray, np.ndarray]:
+        """The closures of the universal NFA states as arrays (per-state offsets, members; empty
+        for the other states), for the C subset construction's :meth:`_drop_dominated`."""
+        if self._univ_table is None:
+            n = len(self.nfa.eps)
+            counts = np.zeros(n, dtype=np.int64)
+            for u, c in self._universal.items():
+                counts[u] = len(c)
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            members = [x for u in sorted(self._universal) for x in self._universal[u]]
+            self._univ_table = (offsets, np.array(members, dtype=np.int64))
+        return self._univ_table
 
     def equivalent_states(self, prefer: np.ndarray | None = None, depth: int | None = None) -> np.ndarray:
         """Representative of each state's class of indistinguishable states.

@@ -55,7 +55,7 @@ class CompiledBuild:
                 self._lazy_np = self._lazy_tids(accept)
             args = self._subset_args = (
                 *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
-                self._lazy_np, accept, self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
+                self._lazy_np, accept, *self._univ_np(), self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
         fuel = self.fuel
         bytes_left = -1 if self.max_bytes is None else min(max(0, self.max_bytes - self.nbytes), _UNBOUNDED)
         base = len(self._states)
@@ -103,7 +103,7 @@ class CompiledBuild:
         start = np.array(sorted(self._states[START]), dtype=np.int64)
         sets, rows, n_rows, stopped, readings, reading_of = compiled.determinize(
             *self._edges_np(), *self._eps_np(), live, self._owner_np(), self._lazy_np,
-            accept, start, limit, self.max_states, -1 if work is None else int(work))
+            accept, *self._univ_np(), start, limit, self.max_states, -1 if work is None else int(work))
         rows = np.frombuffer(rows, dtype=np.int32).reshape(n_rows, 256)
         try:
             self._add_states(sets, np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)

@@ -127,12 +127,18 @@ class NFA:
 
 @dataclass(frozen=True)
 class RegexFragment:
-    """Result of compiling a pattern into an :class:`NFA`: entry and exit states."""
+    """Result of compiling a pattern into an :class:`NFA`: entry and exit states.
+
+    ``universal``: states of the fragment from which every continuation of the word read so far
+    is in the language (a JSON string's body after an unanchored pattern has matched; see
+    :func:`~.jsonstring.json_string_into`); the lexer drops the fragment's other states from a
+    set holding one of them (see :meth:`~.lexer.ByteDFA._closure`)."""
 
     start: int
     end: int
     has_lazy: bool
     nullable: bool
+    universal: tuple[int, ...] = ()
 
 
 def parse(pattern: str, flags: int = 0):
