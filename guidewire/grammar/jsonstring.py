@@ -172,15 +172,7 @@ def _universal_states(cnfa: CharNFA, end: int) -> set[int]:
     out = set()
     for c in range(len(cnfa)):
         loops = [iv for chars, t in cnfa.edges[c] if t == c for iv in chars]
-        if not loops or normalize(loops) != ANY:
-            continue
-        seen, stack = {c}, [c]
-        while stack and end not in seen:
-            for t in cnfa.eps[stack.pop()]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        if end in seen:
+        if loops and normalize(loops) == ANY and _reaches(cnfa, c, end):
             out.add(c)
     return out
 

@@ -161,13 +161,12 @@ class ByteDFA(CompiledBuild):
         univ = self._universal
         if univ.keys().isdisjoint(members):
             return members
-        owner = self._owner_list
-        keep: dict[int, tuple[int, ...]] = {}
-        for s in sorted(members):
-            if s in univ and owner[s] not in keep:
-                keep[owner[s]] = univ[s]
-        kept = {o: set(c) for o, c in keep.items()}
-        return tuple(s for s in sorted(members) if owner[s] not in kept or s in kept[owner[s]])
+        owner, members = self._owner_list, sorted(members)
+        kept: dict[int, set[int]] = {}      # terminal -> the closure of its least universal state
+        for s in members:
+            if s in univ and owner[s] not in kept:
+                kept[owner[s]] = set(univ[s])
+        return tuple(s for s in members if owner[s] not in kept or s in kept[owner[s]])
 
     def _closure_dfs(self, seed: int) -> frozenset[int]:
         eps, live = self.nfa.eps, self.live
