@@ -24,6 +24,7 @@ from ..core.limits import DEFAULT_MASK_CACHE_BYTES, Fuel, Limits
 from ..core.vocab import Vocab
 from . import native
 from .earley import EarleyAutomaton
+from .layerfold import LayerFold
 from .lexer import DEAD, START, ByteDFA
 from .matcher import GrammarMatcher
 from .precompute import PRECOMPUTE_SECONDS, precompute_tables
@@ -42,6 +43,7 @@ FEW_PARTS = 2               # a table of at most this many lexeme parts is picke
 ADMIT_MEMO_BYTES = 4 << 20  # bound of the memo of group keys FOLLOW admits (about ADMIT_ENTRY_BYTES each)
 ADMIT_ENTRY_BYTES = 160     # a memoised group key: its tuple, ints and dict slot
 PROJECT_LEXEMES = True      # drop unexpected sealed terminals from lexer states (projection.py)
+FOLD_COUNTERS = True        # share tables between a length counter's positions (layerfold.py)
 # An eagerly built lexer is projected too where that pays (see DESIGN.md, "Projection"): its
 # projected states are new small states, whose tables are cheap but not shared with a class, so
 # projection trades one expensive table of a product state for several cheap ones
@@ -146,6 +148,9 @@ class CompiledGrammar:
         # a list (indexing it is on the hot path) of ints, which the cyclic GC need not walk
         self._rep_list: list[int] = native.gc_free_list()
         self._rep_list.extend(self._rep.tolist())
+        # a lazily built lexer's counter positions far from their bounds: one table per run of layers
+        fold = LayerFold(dfa, vocab_layout(vocab).max_len) if FOLD_COUNTERS and not self._rep.size else None
+        self._fold = fold if fold is not None and fold.active else None
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
@@ -197,8 +202,13 @@ class CompiledGrammar:
         return self.dfa.equivalent_states(prefer=prefer, depth=vocab_layout(self.vocab).max_len)
 
     def _canon(self, q: int) -> int:
+        """The lexer state whose table and masks ``q`` uses: its class's representative in an
+        eagerly built lexer, its fold (:mod:`~.layerfold`) in a lazily built one, else ``q``."""
         rep = self._rep_list
-        return rep[q] if q < len(rep) else q
+        if q < len(rep):
+            return rep[q]
+        fold = self._fold
+        return q if fold is None else fold.fold(q)
 
     # -- parser x lexer primitives ------------------------------------------------------------
     def _x(self, s: int) -> int:
@@ -431,6 +441,8 @@ class CompiledGrammar:
         row = self._masks.get(key)
         if row is not None:
             self._masks.move_to_end(key)
+            if self._fold is not None:      # folded positions build no table: keep the mirror's
+                self._builder.sync()        # per-state arrays current a few states at a time
             return row
         row = self._compute_mask(s, q)
         self._masks[key] = row
@@ -589,5 +601,6 @@ class CompiledGrammar:
             return {"lexer_states": self.dfa.n_states, "earley_sets": self.earley.n_sets,
                     "token_tables": len(self._tables), "cached_masks": len(self._masks),
                     "projected_states": self._projection.made if self._projection is not None else 0,
+                    "folded_states": self._fold.folded if self._fold is not None else 0,
                     "terminals": len(self.dfa.terminals), "rules": len(self.earley.cfg.rules),
                     **{f"{k}_cache_bytes": v for k, v in self.cache_bytes().items()}}

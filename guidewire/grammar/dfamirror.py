@@ -65,6 +65,11 @@ class DfaMirror:
         self.may_grow = grow
         self._synced = (-1, -1)
 
+    def sync(self) -> None:
+        """Bring the per-state arrays up to date with the lexer now (see :meth:`_sync`): called
+        between tables, it keeps each catch-up to the states made since the last call."""
+        self._sync()
+
     # cached per-state arrays, refreshed incrementally when the DFA grows
     def _sync(self) -> None:
         """Bring the per-state arrays up to date with the (possibly lazily growing) DFA.
@@ -84,15 +89,14 @@ class DfaMirror:
                 self._grow(max(n, 2 * self._cap, 64))
             old = self._n
             self.emit[old:n] = dfa.emit[old:n]
-            alive_id = self.alive_id
-            for st in range(old, n):
-                bits = dfa.alive[st]
-                if bits:
-                    i = self._alive_index.get(bits)
-                    if i is None:
-                        i = self._alive_index[bits] = len(self._alive_values)
-                        self._alive_values.append(bits)
-                    alive_id[st] = i
+            alive = dfa.alive[old:n]
+            index = self._alive_index
+            for bits in dict.fromkeys(alive):      # the distinct sets, in order of first use
+                if bits and bits not in index:
+                    index[bits] = len(self._alive_values)
+                    self._alive_values.append(bits)
+            get = index.get     # a lexer grown by thousands of states between tables: one pass
+            self.alive_id[old:n] = [get(bits, -1) for bits in alive]
             self._n = n
         key = (n, dfa.rows_built)
         if key == self._synced:

@@ -162,10 +162,11 @@ def capture(nfa: NFA, first: int, frag: RegexFragment, facts: FragmentFacts) -> 
     eps = tuple(tuple(t - first for t in e) for e in nfa.eps[first:])
     edges = tuple(tuple((lo, hi, t - first) for lo, hi, t in e) for e in nfa.edges[first:])
     rel = RegexFragment(frag.start - first, frag.end - first, frag.has_lazy, frag.nullable,
-                        tuple(u - first for u in frag.universal))
+                        tuple(u - first for u in frag.universal), tuple((lo - first, *rest) for lo, *rest in frag.layers))
     # per state two tuples (56 B each); per epsilon target a slot and an int; per edge a
-    # 3-tuple with its ints and slot; a liveness byte
-    size = (113 * len(eps) + 36 * sum(len(e) for e in eps) + 160 * sum(len(e) for e in edges))
+    # 3-tuple with its ints and slot; a liveness byte; a counter's layer bytes
+    size = (113 * len(eps) + 36 * sum(len(e) for e in eps) + 160 * sum(len(e) for e in edges)
+            + sum(120 + len(lay) + len(shape) for _lo, lay, shape in frag.layers))
     return StoredFragment(eps, edges, rel, facts, size)
 
 
@@ -176,7 +177,8 @@ def splice(nfa: NFA, stored: StoredFragment) -> RegexFragment:
     compiled = native.module()
     (compiled.splice if compiled is not None else splice_lists)(nfa.eps, nfa.edges, stored.eps, stored.edges, off)
     f = stored.fragment
-    return RegexFragment(f.start + off, f.end + off, f.has_lazy, f.nullable, tuple(u + off for u in f.universal))
+    return RegexFragment(f.start + off, f.end + off, f.has_lazy, f.nullable, tuple(u + off for u in f.universal),
+                         tuple((lo + off, *rest) for lo, *rest in f.layers))
 
 
 def splice_lists(eps: list, edges: list, stored_eps, stored_edges, off: int) -> None:
@@ -189,7 +191,7 @@ def splice_lists(eps: list, edges: list, stored_eps, stored_edges, off: int) -> 
 def _pack(item: StoredFragment) -> tuple:
     """``item`` as nested plain tuples of atoms, untracked by the cyclic GC with the compiled module."""
     f, facts = item.fragment, item.facts
-    packed = (item.eps, item.edges, (f.start, f.end, f.has_lazy, f.nullable, f.universal),
+    packed = (item.eps, item.edges, (f.start, f.end, f.has_lazy, f.nullable, f.universal, f.layers),
               (facts.live, facts.infinite, facts.strings), item.nbytes)
     compiled = native.module()
     # the collector alone untracks a tuple of tuples one level per collection (see untrack_nested)

@@ -67,6 +67,7 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
     placed: list[tuple[int, FragmentFacts]] | None = []   # per terminal: (first NFA state, facts)
     used_in_rules = {s for _lhs, rhs in rules for s in rhs if s < n_terms}
     universal: list[int] = []   # NFA states taking every rest of their terminal's word (see RegexFragment)
+    layers: list[tuple[int, bytes, bytes]] = []     # length counters' layers (see RegexFragment)
     for tid, spec in enumerate(terminals):
         first = len(nfa)
         if spec.virtual or (tid not in used_in_rules and not spec.ignored and not spec.lexical):
@@ -93,13 +94,14 @@ def assemble(terminals: list[TerminalSpec], rules, start: int, nonterminal_names
         elif placed is not None:
             placed.append((first, facts))
         universal.extend(frag.universal)
+        layers.extend(frag.layers)
         if frag.nullable and not allow_nullable:
             raise UnsupportedFeatureError(
                 f"terminal {spec.name} matches the empty string; every lexeme must be non-empty")
         lex_terms.append(Terminal(spec.name, frag.start, frag.end, spec.priority, spec.literal,
                                   lazy_terminals and frag.has_lazy, spec.ignored, family=spec.family,
                                   sealed=spec.sealed))
-    dfa = ByteDFA(nfa, lex_terms, fragments=placed, universal=universal)
+    dfa = ByteDFA(nfa, lex_terms, fragments=placed, universal=universal, layers=layers)
     nfa.freeze()   # frozen after compile (and untracked by the cyclic GC)
     for tid in range(n_terms):
         if tid not in empty and not terminals[tid].virtual and not _has_path(dfa, lex_terms[tid]):

@@ -14,6 +14,8 @@ Patterns use JSON Schema's search semantics: unanchored ends match anything.
 
 from __future__ import annotations
 
+from array import array
+from collections import deque
 from functools import lru_cache
 
 from ..core.errors import LimitExceededError
@@ -127,7 +129,9 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
     index: dict[tuple[int, int], int] = {}
     first = nfa.add_state()
     final = nfa.add_state()
-    work: list[tuple[int, int]] = []
+    # a queue per count, emptied in order of count and, within one, of creation: layers of the
+    # same shape are then made by the same steps, their states in the same order (see _counter_layers)
+    work: dict[int, deque] = {}
 
     def state(c: int, k: int) -> int:
         key = (c, k)
@@ -137,7 +141,7 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
                 raise LimitExceededError(
                     f"string constraint needs more than {MAX_PRODUCT_STATES} automaton states")
             sid = index[key] = nfa.add_state()
-            work.append(key)
+            work.setdefault(k, deque()).append(c)
         return sid
 
     shared: dict = {}       # spellings by (class, target): see json_chars_into
@@ -147,9 +151,17 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
         nfa.add_bytes(first, begin, 0x22, 0x22)
     else:
         nfa.eps[first].append(begin)
+    spans: list[tuple[int, int, int]] = []     # (first, end, count) of the states each item made
+    k = 0
     while work:
-        c, k = work.pop()
+        queue = work.get(k)
+        if not queue:
+            work.pop(k, None)
+            k += 1
+            continue
+        c = queue.popleft()
         sid = index[(c, k)]
+        mark = len(nfa)
         for t in cnfa.eps[c]:
             nfa.eps[sid].append(state(t, k))
         if max_len is None or k < max_len:
@@ -161,9 +173,41 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
                 nfa.add_bytes(sid, final, 0x22, 0x22)
             else:
                 nfa.eps[sid].append(final)
+        if len(nfa) > mark:
+            spans.append((mark, len(nfa), k))
     # a state reading any characters to the end, past the length floor, takes every spelled rest
     marked = tuple(sorted(sid for (c, k), sid in index.items() if c in universal and k >= min_len))
-    return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final), marked)
+    layers = ((_counter_layers(first, len(nfa), index, spans, min_len, max_len, universal),)
+              if cap >= 2 else ())
+    return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final), marked, layers)
+
+
+def _counter_layers(first: int, end: int, index: dict, spans: list, min_len: int, max_len: int | None,
+                    universal: set) -> tuple[int, bytes, bytes]:
+    """``(first, layer, shape)`` of a counted string's states ``first .. end - 1`` (see
+    :attr:`~.regex.RegexFragment.layers`): a state ``(c, k)`` of the product is in layer ``k``, a
+    state inside a character's spelling in the layer of the state it was made from (the one before
+    the character), the fragment's entry and exit in none (-1). ``shape`` numbers each layer's
+    shape: its product states' characters states ``c`` in the order they were made, whether it reads
+    a further character and may close the string, whether it holds a universal state, and its size.
+    Layers are built in order, each state's edges in one pass (see :func:`json_string_into`), so two
+    layers of one shape are the same automaton, state for state in the order of their ids, except
+    for where their edges lead: the same places one layer on."""
+    layer = array("i", [-1]) * (end - first)
+    for lo, hi, k in spans:
+        layer[lo - first:hi - first] = array("i", [k]) * (hi - lo)
+    heads: dict[int, list] = {}
+    for (c, k), sid in sorted(index.items(), key=lambda item: item[1]):
+        layer[sid - first] = k
+        heads.setdefault(k, []).append(c)
+    sizes: dict[int, int] = {}
+    for k in layer:
+        sizes[k] = sizes.get(k, 0) + 1
+    shapes: dict[tuple, int] = {}
+    shape = array("i", [shapes.setdefault(
+        (tuple(cs), max_len is None or k < max_len, k >= min_len, k >= min_len and not universal.isdisjoint(cs),
+         sizes[k]), len(shapes)) for k, cs in sorted(heads.items())])
+    return first, layer.tobytes(), shape.tobytes()
 
 
 def _universal_states(cnfa: CharNFA, end: int) -> set[int]:

@@ -57,12 +57,13 @@ class ByteDFA(CompiledBuild):
     """Lazily built DFA over bytes for a set of terminals sharing one :class:`NFA`."""
 
     def __init__(self, nfa: NFA, terminals: list[Terminal], max_states: int = 200_000, *,
-                 fragments: list[tuple[int, FragmentFacts]] | None = None, universal=()):
+                 fragments: list[tuple[int, FragmentFacts]] | None = None, universal=(), layers=()):
         """``fragments`` (from the front end): per terminal, the first NFA state of its closed
         fragment and the fragment's :class:`FragmentFacts`; the owner of each NFA state, its
         liveness and each terminal's ``infinite`` then come from them, not whole-NFA searches.
         ``universal``: NFA states from which every rest of their terminal's word is accepted
-        (:attr:`~.regex.RegexFragment.universal`; see :meth:`_closure`)."""
+        (:attr:`~.regex.RegexFragment.universal`; see :meth:`_closure`). ``layers``: the length
+        counters' layers (:attr:`~.regex.RegexFragment.layers`; see :mod:`~.layerfold`)."""
         self.nfa = nfa
         self.max_states = max_states
         n = len(nfa)
@@ -125,6 +126,7 @@ class ByteDFA(CompiledBuild):
         # universal NFA state -> its epsilon closure (live states only); and as arrays for C
         self._universal = {u: int_key(self._closure_dfs(u)) for u in sorted(set(universal)) if self.live[u]}
         self._univ_table: tuple[np.ndarray, np.ndarray] | None = None
+        self.layers: tuple[tuple[int, bytes, bytes], ...] = tuple(layers)
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True
