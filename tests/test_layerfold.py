@@ -72,8 +72,11 @@ def test_folded_masks_equal_unfolded_along_random_walks(monkeypatch):
     ran = {"schemas": 0, "steps": 0, "folded": 0, "fewer_tables": 0}
 
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(counted_schemas(), st.integers(0, 2**31))
-    def run(schema, seed):
+    @given(counted_schemas(), st.integers(0, 2**31), st.booleans())
+    def run(schema, seed, small_blocks):
+        # small blocks: runs found across several blocks, or a nearer layer where too few are known
+        monkeypatch.setattr(layerfold, "FOLD_BLOCK", 4 if small_blocks else 256)
+        monkeypatch.setattr(layerfold, "FOLD_NEW_BLOCKS", 1 if small_blocks else 2)
         on = _compile(schema, vocab, monkeypatch, True)
         off = _compile(schema, vocab, monkeypatch, False)
         assert off.stats()["folded_states"] == 0
@@ -84,6 +87,11 @@ def test_folded_masks_equal_unfolded_along_random_walks(monkeypatch):
             for byte in ('{"%s": "' % key).encode():     # into the string, then type it to its end
                 assert np.array_equal(a.current_mask(), b.current_mask())
                 assert a.advance(byte + 1) and b.advance(byte + 1)
+            for _ in range(rng.randrange(0, 12)):       # some characters unmasked: a first fold deep in
+                tok = int(favour[rng.randrange(favour.size)])
+                if not a.advance(tok):
+                    break
+                assert b.advance(tok)
             taken, _moved = _walk_from(a, b, vocab, rng, 70, favour)
             ran["steps"] += taken
         ran["folded"] += on.stats()["folded_states"] > 0

@@ -68,6 +68,7 @@ class LayerFold:
         out, final = self._fold(q)
         if final:
             self._memo[q] = out
+            self._memo.setdefault(out, out)     # a fold is its own (a run's start found later keeps it)
         return out
 
     def shifted(self, nfa_set) -> tuple[int, ...] | None:
