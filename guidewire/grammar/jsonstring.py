@@ -18,6 +18,8 @@ from array import array
 from collections import deque
 from functools import lru_cache
 
+import numpy as np
+
 from ..core.errors import LimitExceededError
 from .charset import MAX_CP, Intervals, complement, digit_dag, normalize
 from .regex import NFA, RegexFragment, _Builder, _reaches, parse
@@ -200,9 +202,7 @@ def _counter_layers(first: int, end: int, index: dict, spans: list, min_len: int
     for (c, k), sid in sorted(index.items(), key=lambda item: item[1]):
         layer[sid - first] = k
         heads.setdefault(k, []).append(c)
-    sizes: dict[int, int] = {}
-    for k in layer:
-        sizes[k] = sizes.get(k, 0) + 1
+    sizes = np.bincount(np.frombuffer(layer, dtype=np.int32) + 1).tolist()[1:]     # states per layer
     shapes: dict[tuple, int] = {}
     shape = array("i", [shapes.setdefault(
         (tuple(cs), max_len is None or k < max_len, k >= min_len, k >= min_len and not universal.isdisjoint(cs),
