@@ -108,7 +108,7 @@ def test_layer_shapes_imply_the_nfa_is_uniform(monkeypatch):
     lexer the same readings) are uniform on the NFA itself: the same edges, place for place, one
     layer on. Most consecutive layers far from the bounds are."""
     vocab = _vocab()
-    fast_pairs = checked_pairs = counters = 0
+    fast_pairs = checked_pairs = counters = windows = 0
     for pattern in PATTERNS:
         for min_len, max_len in ((0, 30), (3, 30), (1, 17)):
             sub = {"type": "string", "minLength": min_len, "maxLength": max_len}
@@ -122,11 +122,15 @@ def test_layer_shapes_imply_the_nfa_is_uniform(monkeypatch):
                 fast = runs._uniform(0, runs.top)
                 checked = runs.checked_uniform(0, runs.top)
                 assert fast.shape == checked.shape == (runs.top,)
+                for first in range(1, runs.top - 1, 5):     # a block's window reads as the whole does
+                    last = min(first + 7, runs.top)
+                    assert np.array_equal(runs._uniform(first, last), fast[first:last]), (pattern, first)
+                    windows += 1
                 assert not (fast & ~checked).any(), (pattern, min_len, max_len, fast, checked)
                 fast_pairs += int(fast.sum())
                 checked_pairs += int(checked.sum())
                 counters += 1
-    assert counters == 3 * len(PATTERNS), counters
+    assert counters == 3 * len(PATTERNS) and windows >= 5 * counters, (counters, windows)
     assert fast_pairs >= 0.8 * checked_pairs and fast_pairs >= 300, (fast_pairs, checked_pairs)
 
 

@@ -45,10 +45,13 @@ class LayerFold:
         self.dfa = dfa
         self.depth = depth
         self._families = []     # (first NFA id, per-state layer array) of the counters deep enough to fold
+        self._tops = []         # per family: its last layer
         for lo, raw, shape in dfa.layers:
             layer = np.frombuffer(raw, dtype=np.int32)
-            if layer.size and int(layer.max()) > depth + 1:
+            top = int(layer.max()) if layer.size else -1
+            if top > depth + 1:
                 self._families.append((lo, layer, np.frombuffer(shape, dtype=np.int32)))
+                self._tops.append(top)
         self.active = bool(self._families)
         self._fam: np.ndarray | None = None     # per NFA state: its family, -1 outside every counter
         self._runs: list = [None] * len(self._families)    # per family: its _Runs, made on first use
@@ -81,7 +84,7 @@ class LayerFold:
                 fam[lo + np.flatnonzero(layer >= 0)] = f
             self._fam = fam
             # per NFA state, what the lexer reads there: live 1, accepting 2, universal 4
-            readings = np.frombuffer(dfa.live, dtype=np.uint8).astype(np.int64)
+            readings = np.frombuffer(dfa.live, dtype=np.uint8).copy()
             readings[list(dfa.accept_of)] |= 2
             readings[list(dfa._universal)] |= 4
             self._readings = readings
@@ -92,11 +95,16 @@ class LayerFold:
         out, changed = states.copy(), False
         for f in np.unique(fams[fams >= 0]).tolist():
             at = np.flatnonzero(fams == f)
+            lo, layer, _shape = self._families[f]
+            local = states.take(at) - lo
+            lay = layer.take(local)
+            kmin, kmax = int(lay.min()), int(lay.max())
+            if kmin == 0 or kmax + self.depth > self._tops[f]:
+                continue        # on the first layer already, or a token could read past the top
             runs = self._runs[f]
-            if runs is None:
-                runs = self._runs[f] = _Runs(self.dfa, f, *self._families[f], self._fam,
-                                                     self._readings)
-            new = runs.shift(states.take(at), self.depth)
+            if runs is None:    # made at a counter's first state past its first layer
+                runs = self._runs[f] = _Runs(self.dfa, f, *self._families[f], self._fam, self._readings)
+            new = runs.shift(local, lay, kmin, kmax + self.depth)
             if new is not None:
                 out[at] = new
                 changed = True
@@ -132,31 +140,27 @@ class _Runs:
                  readings: np.ndarray):
         self.dfa, self.f, self.fam, self.readings, self.shape = dfa, f, fam, readings, shape
         self.lo, self.layer = lo, layer
-        local = np.flatnonzero(layer >= 0)
-        ids = lo + local
-        lay = layer.take(local).astype(np.int64)
-        order = np.lexsort((ids, lay))
-        self.ids = ids = ids.take(order)         # states by (layer, id): layer L is ids[seg[L]:seg[L + 1]]
+        local = np.flatnonzero(layer >= 0).astype(np.int32)
+        lay = layer.take(local)
+        order = np.argsort(lay, kind="stable")     # ids ascend within a layer; layers come nearly in order
+        local = local.take(order)
+        self.ids = ids = local + lo             # states by (layer, id): layer L is ids[seg[L]:seg[L + 1]]
         self.lay = lay = lay.take(order)
         self.top = top = int(lay[-1])
-        self.seg = seg = np.concatenate(([0], np.cumsum(np.bincount(lay, minlength=top + 1))))
-        slot = np.full(layer.size, -1, dtype=np.int64)      # a state's place in its layer
-        slot[ids - lo] = np.arange(ids.size) - seg.take(lay)
+        self.seg = seg = np.zeros(top + 2, dtype=np.int64)
+        np.cumsum(np.bincount(lay, minlength=top + 1), out=seg[1:])
+        slot = np.full(layer.size, -1, dtype=np.int32)      # a state's place in its layer
+        slot[local] = np.arange(ids.size, dtype=np.int32) - seg.take(lay).astype(np.int32)
         self.slot = slot
         self._blocks: dict[int, np.ndarray] = {}    # block -> uniform[L] for its pairs (L, L + 1)
 
-    def shift(self, states: np.ndarray, depth: int) -> np.ndarray | None:
-        """``states`` (this counter's, in one lexer state) shifted down as far as their block of
-        layers allows: to the first layer ``a`` at or after the block's start with layers ``a ..
-        kmax + depth`` all uniform. None where that is no lower (a token could read past the run,
-        or they are there already). Every state of a block folds to the same layer, so the tables
-        of a long counter are one per block."""
-        local = states - self.lo
-        lay = self.layer.take(local).astype(np.int64)
-        kmin, kmax = int(lay.min()), int(lay.max())
-        m = kmax + depth
-        if m > self.top:
-            return None
+    def shift(self, local: np.ndarray, lay: np.ndarray, kmin: int, m: int) -> np.ndarray | None:
+        """This counter's states in one lexer state (``local``: their offsets from the counter's
+        first id; ``lay``: their layers, ``kmin`` the least; ``m``: the highest layer a token can
+        reach from them, at most the top) shifted down as far as their block of layers allows: to
+        the first layer ``a`` at or after the block's start with layers ``a .. m`` all uniform. None
+        where that is no lower. Every state of a block folds to the same layer, so the tables of a
+        long counter are one per block."""
         a = self._run_start(kmin, m)
         j = kmin - a
         if j <= 0:
@@ -198,12 +202,20 @@ class _Runs:
         on) whose states read alike place for place (live: liveness is the whole NFA's) and hold no
         universal state. :meth:`checked_uniform` is the reference, on the NFA's edges."""
         shape = self.shape[first:last + 1]
-        ids = self.ids[self.seg[first]:self.seg[last + 1]]
-        lay = self.lay[self.seg[first]:self.seg[last + 1]] - first
-        readings = self.readings.take(ids)
-        top = last - first
-        uniform = (shape[:-1] == shape[1:]) & _same_next(readings[:, None], lay, _starts(lay, top))
-        return uniform & ~_any_per_layer((readings & 4) > 0, lay, top)
+        seg = self.seg[first:last + 2]
+        base = int(seg[0])
+        readings = self.readings.take(self.ids[base:int(seg[-1])])
+        sizes = np.diff(seg)
+        uniform = (shape[:-1] == shape[1:]) & (sizes[:-1] == sizes[1:])
+        same = np.zeros(uniform.size, dtype=bool)
+        cut = (np.flatnonzero(sizes[1:] != sizes[:-1]) + 1).tolist()
+        for a, z in zip([0] + cut, cut + [sizes.size]):     # runs of layers of one size: one 2-D compare
+            if z - a >= 2:
+                rows = readings[int(seg[a]) - base:int(seg[z]) - base].reshape(z - a, -1)
+                same[a:z - 1] = (rows[1:] == rows[:-1]).all(axis=1)
+        univ = np.bincount(self.lay[base:int(seg[-1])] - first, weights=(readings & 4) > 0,
+                           minlength=sizes.size) > 0
+        return uniform & same & ~(univ[:-1] | univ[1:])
 
     def checked_uniform(self, first: int, last: int) -> np.ndarray:
         """uniform[L] for ``first <= L < last`` from the NFA itself: layers with the same readings
