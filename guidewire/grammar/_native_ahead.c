@@ -116,3 +116,252 @@ done:
     release(&pb); release(&cb); release(&ib); release(&lb);
     return result;
 }
+
+/* trie_ahead(node_byte, node_end, node_tok, trans, row_done, emit, nodes, states, out_nodes, out_states,
+ *            dead, start[, member_prefix, subtree_chars, limit]) -> n_out
+ *
+ * One byte layer of tabletrie.TrieTables._rows_ahead: for each entry (nodes[i], states[i]) (a trie
+ * node and the lexer state its bytes reach; the state's row built), every child j of the node is
+ * read from the state by its byte (a dead byte after an accepting state restarts at ``start``), and
+ * (j, target) is listed in out_nodes/out_states where the target lives and j has children of its
+ * own, unless the slice (optional) answers every token below j (subtree_chars[j] < limit and no
+ * non-member below: member_prefix equal at both ends of j's tokens), as the walk skips them.
+ * Node arrays as for trie_walk (uint8 bytes, int32 ends and token offsets); trans int32 rows of
+ * 256, row_done one byte per state, emit int64 per state (-1: ends no lexeme). The out arrays must
+ * hold every child of the listed nodes (the caller sizes them by subtree). The reference is the
+ * Python loop of _rows_ahead. */
+PyObject *native_trie_ahead(PyObject *self, PyObject *args) {
+    PyObject *o_byte, *o_end, *o_ntok, *o_trans, *o_done, *o_emit, *o_nodes, *o_states, *o_on, *o_os;
+    PyObject *o_mps = Py_None, *o_subc = Py_None;
+    long long dead, start, limit = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOLL|OOL", &o_byte, &o_end, &o_ntok, &o_trans, &o_done, &o_emit,
+                          &o_nodes, &o_states, &o_on, &o_os, &dead, &start, &o_mps, &o_subc, &limit))
+        return NULL;
+    Buf byte = {0}, end = {0}, ntok = {0}, trans = {0}, done_ = {0}, emit = {0}, nodes = {0}, states = {0},
+        on = {0}, os_ = {0}, mps = {0}, subc = {0};
+    PyObject *result = NULL;
+    int sliced = o_mps != Py_None;
+    if (get_buf(o_byte, &byte, "node_byte", 1, 0) || get_buf(o_end, &end, "node_end", 4, 0) ||
+        get_buf(o_ntok, &ntok, "node_tok", 4, 0) || get_buf(o_trans, &trans, "trans", 4, 0) ||
+        get_buf(o_done, &done_, "row_done", 1, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
+        get_buf(o_nodes, &nodes, "nodes", 8, 0) || get_buf(o_states, &states, "states", 8, 0) ||
+        get_buf(o_on, &on, "out_nodes", 8, 1) || get_buf(o_os, &os_, "out_states", 8, 1))
+        goto done;
+    if (sliced && (get_buf(o_mps, &mps, "member_prefix", 4, 0) || get_buf(o_subc, &subc, "subtree_chars", 4, 0)))
+        goto done;
+    Py_ssize_t n_nodes = LEN(byte, 1), n_rows = LEN(trans, 4) / 256, n_done = LEN(done_, 1),
+               n_emit = LEN(emit, 8), n = LEN(nodes, 8), cap = LEN(on, 8), n_ntok = LEN(ntok, 4);
+    if (LEN(end, 4) != n_nodes || n_ntok != n_nodes + 1 || LEN(states, 8) != n || LEN(os_, 8) != cap ||
+        LEN(trans, 4) % 256 || n_done > n_rows ||
+        (sliced && (LEN(subc, 4) != n_nodes || LEN(mps, 4) < 1))) {
+        PyErr_SetString(PyExc_ValueError, "trie_ahead: array sizes do not match");
+        goto done;
+    }
+    if (start <= dead || start >= n_done || start >= n_emit || !((const uint8_t *)done_.view.buf)[start]) {
+        PyErr_SetString(PyExc_ValueError, "trie_ahead: the start state's row must be built");
+        goto done;
+    }
+    const uint8_t *B = byte.view.buf, *DONE = done_.view.buf;
+    const int32_t *E = end.view.buf, *NT = ntok.view.buf, *T = trans.view.buf;
+    const int32_t *MPS = sliced ? mps.view.buf : NULL, *SUBC = sliced ? subc.view.buf : NULL;
+    Py_ssize_t n_mps = sliced ? LEN(mps, 4) : 0;
+    const int64_t *EMIT = emit.view.buf, *N = nodes.view.buf, *S = states.view.buf;
+    int64_t *ON = on.view.buf, *OS = os_.view.buf;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = N[i], s = S[i];
+        if (k < 0 || k >= n_nodes || s <= dead || s >= n_done || s >= n_emit || !DONE[s]) {
+            PyErr_Format(PyExc_ValueError, "trie_ahead: entry %zd (node %lld, state %lld) is not walkable", i,
+                         (long long)k, (long long)s);
+            goto done;
+        }
+        const int32_t *row = T + s * 256, *srow = T + start * 256;
+        int ends = EMIT[s] >= 0;
+        int64_t stop = E[k];
+        if (stop <= k || stop > n_nodes) {
+            PyErr_Format(PyExc_ValueError, "trie_ahead: node %lld is malformed", (long long)k);
+            goto done;
+        }
+        for (int64_t j = k + 1; j < stop;) {     /* k's children: the next sibling of j is end[j] */
+            int64_t stop_j = E[j];
+            if (stop_j <= j || stop_j > stop) {
+                PyErr_Format(PyExc_ValueError, "trie_ahead: node %lld is malformed", (long long)j);
+                goto done;
+            }
+            int64_t t = row[B[j]];
+            if (t == dead && ends) t = srow[B[j]];
+            if (t != dead && stop_j > j + 1) {
+                int skip = 0;
+                if (sliced) {
+                    int64_t a = NT[stop_j], z = NT[j + 1];
+                    if (a >= n_mps || z >= n_mps || a < 0 || z < 0) {
+                        PyErr_SetString(PyExc_IndexError, "trie_ahead: token offset past member_prefix");
+                        goto done;
+                    }
+                    skip = SUBC[j] < limit && MPS[a] == MPS[z];
+                }
+                if (!skip) {
+                    if (m == cap) {
+                        PyErr_SetString(PyExc_ValueError, "trie_ahead: the out arrays are full");
+                        goto done;
+                    }
+                    ON[m] = j;
+                    OS[m++] = t;
+                }
+            }
+            j = stop_j;
+        }
+    }
+    result = PyLong_FromSsize_t(m);
+done:
+    release(&byte); release(&end); release(&ntok); release(&trans); release(&done_); release(&emit);
+    release(&nodes); release(&states); release(&on); release(&os_); release(&mps); release(&subc);
+    return result;
+}
+
+/* utf8_lands(trans, row_done, keys, target, bound, dead, verdict) -> missing (int64 bytes)
+ *
+ * tableslices.SliceShortcuts._rest_lands for many pairs at once: keys[i] = p << 3 | u, a lexer
+ * state p inside a UTF-8 character (acceptor state u, 1..7: the byte ranges below). verdict[i]
+ * (int8, written): 1 where every way to finish the character from p reaches ``target`` with no
+ * dead byte on the way (at most ``bound`` <= 64 distinct lexer states per byte range, else 0, as
+ * the reference gives up), 0 where not, -1 where a row it needs is not built: the states whose rows
+ * were missing come back (distinct, any order) for Python to build, then call again.
+ * A pure function of the rows: the reference is _rest_lands. */
+static const int U8_LO[8] = {0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80};
+static const int U8_HI[8] = {0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+static const int U8_NEXT[8] = {0, 0, 1, 2, 1, 1, 2, 2};
+
+typedef struct {
+    const int32_t *T;
+    const uint8_t *DONE;
+    Py_ssize_t n_done;
+    int64_t target, dead;
+    int bound;
+    int64_t *mkey; int8_t *mval; size_t mcap, mn;   /* memo: open addressing, key -1 empty */
+    I64Set *missing;
+    int err;
+} Lands;
+
+static int lands_memo_grow(Lands *L) {
+    size_t cap = L->mcap * 2;
+    int64_t *k = malloc(cap * sizeof(int64_t));
+    int8_t *v = malloc(cap);
+    if (!k || !v) { free(k); free(v); return -1; }
+    for (size_t i = 0; i < cap; i++) k[i] = -1;
+    for (size_t i = 0; i < L->mcap; i++) {
+        if (L->mkey[i] < 0) continue;
+        size_t at = ((uint64_t)L->mkey[i] * 0x9E3779B97F4A7C15ULL >> 17) & (cap - 1);
+        while (k[at] >= 0) at = (at + 1) & (cap - 1);
+        k[at] = L->mkey[i]; v[at] = L->mval[i];
+    }
+    free(L->mkey); free(L->mval);
+    L->mkey = k; L->mval = v; L->mcap = cap;
+    return 0;
+}
+
+static int lands_one(Lands *L, int64_t p, int u) {
+    int64_t key = p << 3 | u;
+    size_t at = ((uint64_t)key * 0x9E3779B97F4A7C15ULL >> 17) & (L->mcap - 1);
+    while (L->mkey[at] >= 0) {
+        if (L->mkey[at] == key) return L->mval[at];
+        at = (at + 1) & (L->mcap - 1);
+    }
+    int out;
+    if (p <= L->dead || p >= L->n_done) {
+        PyErr_Format(PyExc_IndexError, "utf8_lands: state %lld out of range", (long long)p);
+        L->err = 1;
+        return 0;
+    }
+    if (!L->DONE[p]) {
+        if (iset_add(L->missing, p) < 0) { PyErr_NoMemory(); L->err = 1; return 0; }
+        out = -1;
+    } else {
+        const int32_t *row = L->T + p * 256;
+        int lo = U8_LO[u], hi = U8_HI[u], nu = U8_NEXT[u];
+        out = 1;
+        if (nu == 0) {
+            for (int b = lo; b <= hi && out == 1; b++) if (row[b] != L->target) out = 0;
+        } else {
+            int64_t seen[64];
+            int n_seen = 0;
+            for (int b = lo; b <= hi && out == 1; b++) {
+                int64_t r = row[b];
+                if (r == L->dead) { out = 0; break; }
+                int found = 0;
+                for (int i = 0; i < n_seen; i++) if (seen[i] == r) { found = 1; break; }
+                if (found) continue;
+                if (n_seen == L->bound || n_seen == 64) { out = 0; break; }
+                seen[n_seen++] = r;
+            }
+            int unknown = 0;
+            for (int i = 0; i < n_seen && out == 1; i++) {
+                int v = lands_one(L, seen[i], nu);
+                if (L->err) return 0;
+                if (v == 0) out = 0;
+                else if (v < 0) unknown = 1;
+            }
+            if (out == 1 && unknown) out = -1;
+        }
+    }
+    /* memoise (the table may have grown inside the recursion: look the slot up again) */
+    if ((L->mn + 1) * 2 > L->mcap && lands_memo_grow(L) < 0) { PyErr_NoMemory(); L->err = 1; return 0; }
+    at = ((uint64_t)key * 0x9E3779B97F4A7C15ULL >> 17) & (L->mcap - 1);
+    while (L->mkey[at] >= 0) at = (at + 1) & (L->mcap - 1);
+    L->mkey[at] = key; L->mval[at] = (int8_t)out; L->mn++;
+    return out;
+}
+
+PyObject *native_utf8_lands(PyObject *self, PyObject *args) {
+    PyObject *o_trans, *o_done, *o_keys, *o_out;
+    long long target, dead;
+    int bound;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLiLO", &o_trans, &o_done, &o_keys, &target, &bound, &dead, &o_out))
+        return NULL;
+    Buf trans = {0}, done_ = {0}, keys = {0}, outb = {0};
+    I64Set missing = {0};
+    Lands L = {0};
+    PyObject *result = NULL;
+    if (get_buf(o_trans, &trans, "trans", 4, 0) || get_buf(o_done, &done_, "row_done", 1, 0) ||
+        get_buf(o_keys, &keys, "keys", 8, 0) || get_buf(o_out, &outb, "verdict", 1, 1))
+        goto done;
+    Py_ssize_t n = LEN(keys, 8), n_rows = LEN(trans, 4) / 256, n_done = LEN(done_, 1);
+    if (LEN(outb, 1) != n || LEN(trans, 4) % 256 || n_done > n_rows || bound < 1 || bound > 64) {
+        PyErr_SetString(PyExc_ValueError, "utf8_lands: array sizes do not match");
+        goto done;
+    }
+    L.T = trans.view.buf; L.DONE = done_.view.buf; L.n_done = n_done; L.target = target; L.dead = dead;
+    L.bound = bound; L.mcap = 64;
+    L.mkey = malloc(L.mcap * sizeof(int64_t)); L.mval = malloc(L.mcap);
+    if (!L.mkey || !L.mval || iset_init(&missing, 64)) { PyErr_NoMemory(); goto done; }
+    L.missing = &missing;
+    for (size_t i = 0; i < L.mcap; i++) L.mkey[i] = -1;
+    const int64_t *K = keys.view.buf;
+    int8_t *V = outb.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = K[i] >> 3;
+        int u = (int)(K[i] & 7);
+        if (K[i] < 0 || u < 1) {
+            PyErr_Format(PyExc_ValueError, "utf8_lands: key %lld is not a state inside a character", (long long)K[i]);
+            goto done;
+        }
+        int v = lands_one(&L, p, u);
+        if (L.err) goto done;
+        V[i] = (int8_t)v;
+    }
+    {
+        int64_t *all = malloc((missing.n ? missing.n : 1) * sizeof(int64_t));
+        if (!all) { PyErr_NoMemory(); goto done; }
+        size_t m = 0;
+        for (size_t j = 0; j < missing.cap; j++)
+            if (missing.slot[j] >= 0) all[m++] = missing.slot[j];
+        result = PyBytes_FromStringAndSize((const char *)all, (Py_ssize_t)(m * sizeof(int64_t)));
+        free(all);
+    }
+done:
+    free(L.mkey); free(L.mval); free(missing.slot);
+    release(&trans); release(&done_); release(&keys); release(&outb);
+    return result;
+}

@@ -23,6 +23,12 @@ from .vocabindex import UTF8_LEAD_NEXT, UTF8_RANGES, Utf8Slice, utf8_slice, utf8
 
 _ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 _NO_LIMIT = 1 << 62
+# past its lead byte, each state of the UTF-8 acceptor reads one byte range: its bounds and next state
+assert all(len(UTF8_RANGES[u]) == 1 for u in range(1, len(UTF8_RANGES)))
+_RANGE_LO, _RANGE_HI, _RANGE_NEXT = (np.array([0] + [UTF8_RANGES[u][0][i] for u in range(1, len(UTF8_RANGES))],
+                                              dtype=np.int64) for i in range(3))
+_NEXT_BITS = 3      # a pair (lexer state, acceptor state) as one key: state << 3 | acceptor state
+assert len(UTF8_RANGES) <= 1 << _NEXT_BITS
 
 
 def slice_count(member: np.ndarray, chars: np.ndarray, cand: np.ndarray, limit: int = _NO_LIMIT) -> tuple[int, int]:
@@ -62,8 +68,43 @@ class SliceShortcuts:
         firsts = self.dfa.trans[s].take(leads)
         if (firsts == DEAD).any():
             return False
-        pairs = set(zip(firsts.tolist(), UTF8_LEAD_NEXT.take(leads).tolist()))
-        return all(self._rest_lands(p, u, t) for p, u in pairs)
+        keys = np.asarray(_distinct((firsts.astype(np.int64) << _NEXT_BITS) | UTF8_LEAD_NEXT.take(leads)),
+                          dtype=np.int64)
+        return bool(self._lands_of(keys, t, every=True).all())
+
+    def _lands_of(self, keys: np.ndarray, t: int, every: bool = False) -> np.ndarray:
+        """:meth:`_rest_lands` of the pairs ``keys`` (distinct; ``p << 3 | u``): in C
+        (``_native.utf8_lands``) when it is built, all pairs in one call, the rows it finds missing
+        built in one batch and the call made again (a character has at most 4 bytes, so a few
+        rounds). ``every``: only whether all of them land matters (a pair that does not makes the
+        verdicts all False, and no more rows are built for the others). Memoised per pair as
+        :meth:`_rest_lands` is."""
+        lands = self._lands
+        known = [lands.get((k >> _NEXT_BITS, k & 7, t)) for k in keys.tolist()]
+        if None not in known:
+            out = np.array(known, dtype=bool)
+            return out if not every or out.all() else np.zeros(keys.size, dtype=bool)
+        compiled = native.module()
+        if compiled is None:
+            out = np.zeros(keys.size, dtype=bool)
+            for i, k in enumerate(keys.tolist()):
+                out[i] = self._rest_lands(k >> _NEXT_BITS, k & 7, t)
+                if every and not out[i]:
+                    return np.zeros(keys.size, dtype=bool)
+            return out
+        dfa = self.dfa
+        verdict = np.empty(keys.size, dtype=np.int8)
+        while True:
+            missing = compiled.utf8_lands(dfa.trans, dfa.row_done.view(np.uint8), keys, t,
+                                          tuning.UTF8_PRODUCT_STATES, DEAD, verdict)
+            if every and (verdict == 0).any():
+                return np.zeros(keys.size, dtype=bool)
+            if not missing:
+                break
+            dfa.ensure_rows(np.sort(np.frombuffer(missing, dtype=np.int64)))
+        for k, v in zip(keys.tolist(), verdict.tolist()):
+            lands[(k >> _NEXT_BITS, k & 7, t)] = bool(v)
+        return verdict > 0
 
     def _rest_lands(self, p: int, u: int, t: int) -> bool:
         """Whether, from lexer state ``p`` inside a character (UTF-8 acceptor state ``u``), every
@@ -116,10 +157,11 @@ class SliceShortcuts:
         ``\\d`` sends Unicode digits elsewhere, say). Decided once per distinct state after the lead."""
         firsts = self.dfa.trans[q].take(_ALL_LEADS)
         good = firsts != DEAD
-        nexts = UTF8_LEAD_NEXT.take(_ALL_LEADS)
-        verdict = {pair: self._rest_lands(pair[0], pair[1], t)
-                   for pair in set(zip(firsts[good].tolist(), nexts[good].tolist()))}
-        good[good] = [verdict[pair] for pair in zip(firsts[good].tolist(), nexts[good].tolist())]
+        if not good.any():
+            return _ALL_LEADS[good]
+        pair = (firsts[good].astype(np.int64) << _NEXT_BITS) | UTF8_LEAD_NEXT.take(_ALL_LEADS[good])
+        keys = np.asarray(_distinct(pair), dtype=np.int64)
+        good[good] = self._lands_of(keys, t).take(np.searchsorted(keys, pair))
         return _ALL_LEADS[good]
 
     def _utf8_slice(self, q: int, row, cand, first, ptr, stays):

@@ -491,14 +491,50 @@ class TrieTables:
         restarts at ``START``, as the walk does; a subtree of the slice's members only, ``sliced``
         as for :meth:`_trie_walk`, is skipped, as the walk skips it), so the table is the same
         either way."""
+        nodes = waiting[:, 0]
+        below = int((trie.node_end.take(nodes) - nodes - 1).sum())
+        if below > tuning.TRIE_AHEAD_NODES:
+            return
+        compiled = native.module()
+        if compiled is None:
+            made = self._rows_ahead_python(trie, waiting, sliced)
+        else:       # each layer lists distinct nodes, children of the last's: at most `below` of them
+            made = self._rows_ahead_compiled(compiled, trie, waiting, sliced, below)
+        if made:
+            self._need(np.asarray(made, dtype=np.int64))
+
+    def _rows_ahead_compiled(self, compiled, trie: TokenTrie, waiting: np.ndarray, sliced, room: int) -> list[int]:
+        """:meth:`_rows_ahead`'s layers, each listed by ``_native.trie_ahead``: the states whose
+        rows it made (``room``: the most entries a layer can have)."""
+        dfa = self.dfa
+        extra = () if sliced is None else (sliced[0].prefix, sliced[0].subtree_chars, sliced[1])
+        nodes = np.ascontiguousarray(waiting[:, 0], dtype=np.int64)
+        states = np.ascontiguousarray(waiting[:, 2], dtype=np.int64)
+        out = np.empty((2, max(room, 1)), dtype=np.int64)
+        made: list[int] = []
+        while nodes.size:
+            self._sync()        # the emitted sets of the states made by the last layer's rows
+            n = compiled.trie_ahead(trie.node_byte, trie.node_end, trie.node_tok, dfa.trans,
+                                    dfa.row_done.view(np.uint8), self.emit, nodes, states, out[0], out[1],
+                                    DEAD, START, *extra)
+            if not n:
+                break
+            nodes, states = out[0, :n].copy(), out[1, :n].copy()
+            distinct = np.asarray(_distinct(states), dtype=np.int64)
+            build = distinct[~dfa.row_done.take(distinct)]
+            if build.size:
+                dfa.ensure_rows(build)
+            made.extend(distinct.tolist())
+        return made
+
+    def _rows_ahead_python(self, trie: TokenTrie, waiting: np.ndarray, sliced) -> list[int]:
+        """:meth:`_rows_ahead`'s layers in Python (no compiled module; the reference of
+        ``_native.trie_ahead``): the states whose rows it made."""
         end, byte, ntok = trie.node_end, trie.node_byte, trie.node_tok
         if sliced is not None:
             non_members, sub_chars, limit = sliced[0].prefix, sliced[0].subtree_chars, sliced[1]
-        nodes = waiting[:, 0]
-        if int((end.take(nodes) - nodes - 1).sum()) > tuning.TRIE_AHEAD_NODES:
-            return
         dfa = self.dfa
-        layer = list(zip(nodes.tolist(), waiting[:, 2].tolist()))
+        layer = list(zip(waiting[:, 0].tolist(), waiting[:, 2].tolist()))
         made: list[int] = []
         while layer:
             trans, emit = dfa.trans, dfa.emit
@@ -528,5 +564,4 @@ class TrieTables:
                 dfa.ensure_rows(build)
             made.extend(states.tolist())
             layer = nxt
-        if made:
-            self._need(np.asarray(made, dtype=np.int64))
+        return made
