@@ -40,9 +40,14 @@ def _grammars(vocab, monkeypatch):
     return [compile_json_schema({"type": "object", "properties": {"s": s}}, vocab) for s in STRINGS]
 
 
-def _state(g, prefix: bytes):
+def _at(g, prefix: bytes):
+    """``(table builder, its lexer, the lexer state after '{"s": ' + prefix)``, the rows of that
+    state and START built, or None where the prefix is dead."""
     got = g.step_bytes(g.earley.initial, START, b'{"s": ' + prefix)
-    return None if got is None or got[1] == DEAD else got[1]
+    if got is None or got[1] == DEAD:
+        return None
+    g._builder.dfa.ensure_rows(np.array([START, got[1]], dtype=np.int64))
+    return g._builder, g._builder.dfa, got[1]
 
 
 @needs_native
@@ -56,13 +61,10 @@ def test_utf8_lands_gives_the_recursive_verdicts(smollm2, monkeypatch):
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.integers(0, len(STRINGS) - 1), st.sampled_from(PREFIXES))
     def run(which, prefix):
-        g = grammars[which]
-        q = _state(g, prefix)
-        if q is None:
+        got = _at(grammars[which], prefix)
+        if got is None:
             return
-        b = g._builder
-        dfa = b.dfa
-        dfa.ensure_rows(np.array([q], dtype=np.int64))
+        b, dfa, q = got
         firsts = dfa.trans[q].take(_ALL_LEADS).astype(np.int64)
         good = firsts != DEAD
         if not good.any():
@@ -110,13 +112,10 @@ def test_trie_ahead_makes_the_rows_of_the_python_layers(smollm2, monkeypatch):
     @settings(max_examples=90, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.integers(0, len(STRINGS) - 1), st.sampled_from(PREFIXES), st.data())
     def run(which, prefix, data):
-        g = grammars[which]
-        q = _state(g, prefix)
-        if q is None:
+        got = _at(grammars[which], prefix)
+        if got is None:
             return
-        b = g._builder
-        dfa = b.dfa
-        dfa.ensure_rows(np.array([q, START], dtype=np.int64))
+        b, dfa, q = got
         entries = []
         drawn = data.draw(st.lists(st.sampled_from(firsts.tolist()), min_size=1, max_size=6, unique=True))
         for k in sorted(set(drawn) | closing):     # a closing quote's children restart at START
