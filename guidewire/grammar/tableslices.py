@@ -23,11 +23,10 @@ from .vocabindex import UTF8_LEAD_NEXT, UTF8_RANGES, Utf8Slice, utf8_slice, utf8
 
 _ALL_LEADS = np.arange(0xC2, 0xF5, dtype=np.int64)    # every lead byte of well-formed UTF-8
 _NO_LIMIT = 1 << 62
-# past its lead byte, each state of the UTF-8 acceptor reads one byte range: its bounds and next state
-assert all(len(UTF8_RANGES[u]) == 1 for u in range(1, len(UTF8_RANGES)))
-_RANGE_LO, _RANGE_HI, _RANGE_NEXT = (np.array([0] + [UTF8_RANGES[u][0][i] for u in range(1, len(UTF8_RANGES))],
-                                              dtype=np.int64) for i in range(3))
-_NEXT_BITS = 3      # a pair (lexer state, acceptor state) as one key: state << 3 | acceptor state
+# a pair (lexer state, UTF-8 acceptor state) as one key: state << 3 | acceptor state (_native.utf8_lands
+# reads the keys so, with its own copy of UTF8_RANGES past the lead byte: one byte range per state)
+_NEXT_BITS = 3
+_ACCEPTOR = (1 << _NEXT_BITS) - 1
 assert len(UTF8_RANGES) <= 1 << _NEXT_BITS
 
 
@@ -80,7 +79,7 @@ class SliceShortcuts:
         verdicts all False, and no more rows are built for the others). Memoised per pair as
         :meth:`_rest_lands` is."""
         lands = self._lands
-        known = [lands.get((k >> _NEXT_BITS, k & 7, t)) for k in keys.tolist()]
+        known = [lands.get((k >> _NEXT_BITS, k & _ACCEPTOR, t)) for k in keys.tolist()]
         if None not in known:
             out = np.array(known, dtype=bool)
             return out if not every or out.all() else np.zeros(keys.size, dtype=bool)
@@ -88,7 +87,7 @@ class SliceShortcuts:
         if compiled is None:
             out = np.zeros(keys.size, dtype=bool)
             for i, k in enumerate(keys.tolist()):
-                out[i] = self._rest_lands(k >> _NEXT_BITS, k & 7, t)
+                out[i] = self._rest_lands(k >> _NEXT_BITS, k & _ACCEPTOR, t)
                 if every and not out[i]:
                     return np.zeros(keys.size, dtype=bool)
             return out
@@ -103,7 +102,7 @@ class SliceShortcuts:
                 break
             dfa.ensure_rows(np.sort(np.frombuffer(missing, dtype=np.int64)))
         for k, v in zip(keys.tolist(), verdict.tolist()):
-            lands[(k >> _NEXT_BITS, k & 7, t)] = bool(v)
+            lands[(k >> _NEXT_BITS, k & _ACCEPTOR, t)] = bool(v)
         return verdict > 0
 
     def _rest_lands(self, p: int, u: int, t: int) -> bool:
