@@ -28,7 +28,7 @@ PyObject *native_slice_trie(PyObject *self, PyObject *args);
 PyObject *native_byte_row(PyObject *self, PyObject *args);
 PyObject *native_first_outside(PyObject *self, PyObject *args);
 PyObject *native_ahead(PyObject *self, PyObject *args);
-PyObject *native_trie_ahead(PyObject *self, PyObject *args);
+PyObject *native_ahead_rows(PyObject *self, PyObject *args);
 PyObject *native_utf8_lands(PyObject *self, PyObject *args);
 PyObject *native_byte_words(PyObject *self, PyObject *args);
 PyObject *native_trie_refs(PyObject *self, PyObject *args);
@@ -934,7 +934,7 @@ static PyMethodDef methods[] = {
     {"byte_row", native_byte_row, METH_VARARGS, "The bitmask row of the token ids whose first byte is in a set (see _native_slice.c)."},
     {"ahead", native_ahead, METH_VARARGS, "Walk stopped tokens on through a lazy lexer's built rows (see _native_ahead.c)."},
     {"utf8_lands", native_utf8_lands, METH_VARARGS, "Whether UTF-8 characters finish from lexer states into a target, for many pairs (see _native_ahead.c)."},
-    {"trie_ahead", native_trie_ahead, METH_VARARGS, "One byte layer of a trie walk's rows ahead: the children to follow (see _native_ahead.c)."},
+    {"ahead_rows", native_ahead_rows, METH_VARARGS, "A trie walk's rows ahead: the byte layers below a frontier, their lexer rows built (see _native_ahead.c)."},
     {"first_outside", native_first_outside, METH_VARARGS, "Per position, the first one on whose byte is not a loop byte (see _native_vocab.c)."},
     {"byte_words", native_byte_words, METH_VARARGS, "Per token, its set of bytes as 4 uint64 words (see _native_vocab.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},

@@ -18,6 +18,7 @@
  * stopped tokens (int64 bytes). The reference is the numpy layer loop of _build_ahead.
  */
 #include "_native_iset.h"
+#include "_native_subset.h"
 
 PyObject *native_ahead(PyObject *self, PyObject *args) {
     PyObject *o_trans, *o_done, *o_emit, *o_flat, *o_active, *o_q, *o_p, *o_count, *o_idle, *o_layer;
@@ -117,106 +118,183 @@ done:
     return result;
 }
 
-/* trie_ahead(node_byte, node_end, node_tok, trans, row_done, emit, nodes, states, out_nodes, out_states,
- *            dead, start[, member_prefix, subtree_chars, limit]) -> n_out
+/* ahead_rows(offsets, lo, end, dst, eps_off, eps_dst, live, owner, lazy_tid, accept_tid, univ_off, univ_dst,
+ *            states, index, memo, trans, row_done, n_states, max_states, fuel_left, bytes_left, state_bytes,
+ *            node_byte, node_end, node_tok, emit, nodes, node_states, out_nodes, out_states, made, fresh,
+ *            dead, start[, member_prefix, subtree_chars, limit])
+ *     -> (n_front, n_made, n_done, n_new, spent, nbytes, stopped, readings, reading_of)
  *
- * One byte layer of tabletrie.TrieTables._rows_ahead: for each entry (nodes[i], states[i]) (a trie
- * node and the lexer state its bytes reach; the state's row built), every child j of the node is
- * read from the state by its byte (a dead byte after an accepting state restarts at ``start``), and
- * (j, target) is listed in out_nodes/out_states where the target lives and j has children of its
- * own, unless the slice (optional) answers every token below j (subtree_chars[j] < limit and no
- * non-member below: member_prefix equal at both ends of j's tokens), as the walk skips them.
- * Node arrays as for trie_walk (uint8 bytes, int32 ends and token offsets); trans int32 rows of
- * 256, row_done one byte per state, emit int64 per state (-1: ends no lexeme). The out arrays must
- * hold every child of the listed nodes (the caller sizes them by subtree). The reference is the
- * Python loop of _rows_ahead. */
-PyObject *native_trie_ahead(PyObject *self, PyObject *args) {
-    PyObject *o_byte, *o_end, *o_ntok, *o_trans, *o_done, *o_emit, *o_nodes, *o_states, *o_on, *o_os;
+ * tabletrie.TrieTables._rows_ahead in one call. From the entries (nodes[i], node_states[i]) (a
+ * trie node and the lexer state its bytes reach) the children are followed a byte layer at a
+ * time: every child j of a layer's node is read from its state by its byte (a dead byte after an
+ * accepting state restarts at ``start``), and (j, target) goes on to the next layer where the
+ * target lives and j has children of its own, unless the slice (optional) answers every token
+ * below j (subtree_chars[j] < limit and no non-member below: member_prefix equal at both ends of
+ * j's tokens), as the walk skips them. Each layer's distinct states (ascending) are listed in
+ * ``made`` and those without a row get it, in that order, as lazy_rows builds them (the same
+ * arguments before node_byte, the same limits and state numbering; one batch for the whole call).
+ * A state made in this call ends a lexeme exactly when its reading has an accepting terminal
+ * (ByteDFA._best is -1 for none only), which ``emit`` (int64 per state, -1: ends no lexeme) says
+ * of the states below n_states. ``fresh``: the entries' rows are built and they are not listed;
+ * else they are a layer an earlier call stopped at ("room"), listed and built first.
+ * ``stopped``: None (no layer left; n_front = 0); "room" (a layer's new states have no row in the
+ * table yet: the layer is in out_nodes/out_states[:n_front], unlisted; the caller grows the table
+ * and calls again with fresh = 0); or lazy_rows' "states", "bytes" or "fuel" (the batch stops
+ * there). ``made`` and the out arrays (int64) hold at least as many entries as the trie nodes
+ * below the entries. Node arrays as for trie_walk (uint8 bytes, int32 ends and token offsets).
+ * The reference is _rows_ahead_python with ByteDFA.ensure_rows. An error undoes the call, as
+ * lazy_rows does. */
+PyObject *native_ahead_rows(PyObject *self, PyObject *args) {
+    PyObject *o[NFA_ARRAYS], *states, *index, *o_memo, *o_trans, *o_done;
+    PyObject *o_byte, *o_end, *o_ntok, *o_emit, *o_nodes, *o_nst, *o_on, *o_os, *o_made;
     PyObject *o_mps = Py_None, *o_subc = Py_None;
-    long long dead, start, limit = 0;
+    Py_ssize_t n_states, max_states, state_bytes;
+    long long fuel_left, bytes_left, dead, start, limit = 0;
+    int fresh;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOLL|OOL", &o_byte, &o_end, &o_ntok, &o_trans, &o_done, &o_emit,
-                          &o_nodes, &o_states, &o_on, &o_os, &dead, &start, &o_mps, &o_subc, &limit))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO!O!OOOnnLLnOOOOOOOOOpLL|OOL", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &PyDict_Type, &states, &PyDict_Type,
+                          &index, &o_memo, &o_trans, &o_done, &n_states, &max_states, &fuel_left, &bytes_left,
+                          &state_bytes, &o_byte, &o_end, &o_ntok, &o_emit, &o_nodes, &o_nst, &o_on, &o_os, &o_made,
+                          &fresh, &dead, &start, &o_mps, &o_subc, &limit))
         return NULL;
-    Buf byte = {0}, end = {0}, ntok = {0}, trans = {0}, done_ = {0}, emit = {0}, nodes = {0}, states = {0},
-        on = {0}, os_ = {0}, mps = {0}, subc = {0};
-    PyObject *result = NULL;
+    LazyBatch L;
+    Buf byte = {0}, end = {0}, ntok = {0}, emit = {0}, nodes = {0}, nst = {0}, on = {0}, os_ = {0}, made = {0},
+        mps = {0}, subc = {0};
+    PyObject *result = NULL, *readings = NULL, *reading_obj = NULL;
+    int64_t *cur_n = NULL, *cur_s = NULL, *nxt_n = NULL, *nxt_s = NULL, *sorted = NULL, *build = NULL;
+    Py_ssize_t n_front = 0, n_made = 0;
+    const char *stopped = NULL;
     int sliced = o_mps != Py_None;
+    if (lazy_batch_open(&L, o, states, index, o_memo, o_trans, o_done, n_states, max_states, fuel_left, bytes_left,
+                        state_bytes, "ahead_rows"))
+        goto done;
     if (get_buf(o_byte, &byte, "node_byte", 1, 0) || get_buf(o_end, &end, "node_end", 4, 0) ||
-        get_buf(o_ntok, &ntok, "node_tok", 4, 0) || get_buf(o_trans, &trans, "trans", 4, 0) ||
-        get_buf(o_done, &done_, "row_done", 1, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
-        get_buf(o_nodes, &nodes, "nodes", 8, 0) || get_buf(o_states, &states, "states", 8, 0) ||
-        get_buf(o_on, &on, "out_nodes", 8, 1) || get_buf(o_os, &os_, "out_states", 8, 1))
+        get_buf(o_ntok, &ntok, "node_tok", 4, 0) || get_buf(o_emit, &emit, "emit", 8, 0) ||
+        get_buf(o_nodes, &nodes, "nodes", 8, 0) || get_buf(o_nst, &nst, "node_states", 8, 0) ||
+        get_buf(o_on, &on, "out_nodes", 8, 1) || get_buf(o_os, &os_, "out_states", 8, 1) ||
+        get_buf(o_made, &made, "made", 8, 1))
         goto done;
     if (sliced && (get_buf(o_mps, &mps, "member_prefix", 4, 0) || get_buf(o_subc, &subc, "subtree_chars", 4, 0)))
         goto done;
-    Py_ssize_t n_nodes = LEN(byte, 1), n_rows = LEN(trans, 4) / 256, n_done = LEN(done_, 1),
-               n_emit = LEN(emit, 8), n = LEN(nodes, 8), cap = LEN(on, 8), n_ntok = LEN(ntok, 4);
-    if (LEN(end, 4) != n_nodes || n_ntok != n_nodes + 1 || LEN(states, 8) != n || LEN(os_, 8) != cap ||
-        LEN(trans, 4) % 256 || n_done > n_rows ||
-        (sliced && (LEN(subc, 4) != n_nodes || LEN(mps, 4) < 1))) {
-        PyErr_SetString(PyExc_ValueError, "trie_ahead: array sizes do not match");
+    Py_ssize_t n_nodes = LEN(byte, 1), n = LEN(nodes, 8), cap = LEN(on, 8), n_made_cap = LEN(made, 8);
+    if (LEN(end, 4) != n_nodes || LEN(ntok, 4) != n_nodes + 1 || LEN(nst, 8) != n || LEN(os_, 8) != cap || n > cap ||
+        n_states > LEN(emit, 8) || n_states > L.n_rows || (sliced && (LEN(subc, 4) != n_nodes || LEN(mps, 4) < 1))) {
+        PyErr_SetString(PyExc_ValueError, "ahead_rows: array sizes do not match");
         goto done;
     }
-    if (start <= dead || start >= n_done || start >= n_emit || !((const uint8_t *)done_.view.buf)[start]) {
-        PyErr_SetString(PyExc_ValueError, "trie_ahead: the start state's row must be built");
-        goto done;
-    }
-    const uint8_t *B = byte.view.buf, *DONE = done_.view.buf;
-    const int32_t *E = end.view.buf, *NT = ntok.view.buf, *T = trans.view.buf;
+    const uint8_t *B = byte.view.buf;
+    unsigned char *DONE = L.row_done.view.buf;
+    const int32_t *E = end.view.buf, *NT = ntok.view.buf, *T = L.trans.view.buf;
     const int32_t *MPS = sliced ? mps.view.buf : NULL, *SUBC = sliced ? subc.view.buf : NULL;
     Py_ssize_t n_mps = sliced ? LEN(mps, 4) : 0;
-    const int64_t *EMIT = emit.view.buf, *N = nodes.view.buf, *S = states.view.buf;
-    int64_t *ON = on.view.buf, *OS = os_.view.buf;
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t k = N[i], s = S[i];
-        if (k < 0 || k >= n_nodes || s <= dead || s >= n_done || s >= n_emit || !DONE[s]) {
-            PyErr_Format(PyExc_ValueError, "trie_ahead: entry %zd (node %lld, state %lld) is not walkable", i,
-                         (long long)k, (long long)s);
-            goto done;
+    const int64_t *EMIT = emit.view.buf;
+    int64_t *MADE = made.view.buf;
+    if (start <= dead || start >= n_states || !DONE[start]) {
+        PyErr_SetString(PyExc_ValueError, "ahead_rows: the start state's row must be built");
+        goto done;
+    }
+    size_t room = (size_t)(cap ? cap : 1);
+    cur_n = malloc(sizeof(int64_t) * room); cur_s = malloc(sizeof(int64_t) * room);
+    nxt_n = malloc(sizeof(int64_t) * room); nxt_s = malloc(sizeof(int64_t) * room);
+    sorted = malloc(sizeof(int64_t) * room); build = malloc(sizeof(int64_t) * room);
+    if (!cur_n || !cur_s || !nxt_n || !nxt_s || !sorted || !build) { PyErr_NoMemory(); goto done; }
+    memcpy(cur_n, nodes.view.buf, sizeof(int64_t) * (size_t)n);
+    memcpy(cur_s, nst.view.buf, sizeof(int64_t) * (size_t)n);
+    Py_ssize_t m = n;
+    for (int first = fresh;; first = 0) {
+        if (!first) {           /* the layer's distinct states are listed; those without a row get it */
+            memcpy(sorted, cur_s, sizeof(int64_t) * (size_t)m);
+            sort_i64(sorted, (size_t)m);
+            Py_ssize_t k = 0, nb = 0;
+            int full = 0;
+            for (Py_ssize_t i = 0; i < m; i++) {
+                int64_t s = sorted[i];
+                if (i && s == sorted[i - 1]) continue;
+                if (s <= dead || s >= n_states + L.n_new) {
+                    PyErr_Format(PyExc_ValueError, "ahead_rows: state %lld is not a live lexer state", (long long)s);
+                    goto done;
+                }
+                if (n_made + k == n_made_cap) {
+                    PyErr_SetString(PyExc_ValueError, "ahead_rows: the made array is full");
+                    goto done;
+                }
+                MADE[n_made + k++] = s;
+                if (s >= L.n_rows) full = 1;
+                else if (!DONE[s]) build[nb++] = s;
+            }
+            if (full) {         /* the table must grow first: the layer goes back, unlisted */
+                stopped = "room";
+                memcpy(on.view.buf, cur_n, sizeof(int64_t) * (size_t)m);
+                memcpy(os_.view.buf, cur_s, sizeof(int64_t) * (size_t)m);
+                n_front = m;
+                break;
+            }
+            n_made += k;
+            if (nb && lazy_batch_rows(&L, build, nb)) goto done;
+            if (L.stopped) { stopped = L.stopped; break; }
         }
-        const int32_t *row = T + s * 256, *srow = T + start * 256;
-        int ends = EMIT[s] >= 0;
-        int64_t stop = E[k];
-        if (stop <= k || stop > n_nodes) {
-            PyErr_Format(PyExc_ValueError, "trie_ahead: node %lld is malformed", (long long)k);
-            goto done;
-        }
-        for (int64_t j = k + 1; j < stop;) {     /* k's children: the next sibling of j is end[j] */
-            int64_t stop_j = E[j];
-            if (stop_j <= j || stop_j > stop) {
-                PyErr_Format(PyExc_ValueError, "trie_ahead: node %lld is malformed", (long long)j);
+        Py_ssize_t mm = 0;
+        const int32_t *srow = T + start * 256;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int64_t k = cur_n[i], s = cur_s[i];
+            if (k < 0 || k >= n_nodes || s <= dead || s >= L.n_rows || s >= n_states + L.n_new || !DONE[s]) {
+                PyErr_Format(PyExc_ValueError, "ahead_rows: entry %zd (node %lld, state %lld) is not walkable", i,
+                             (long long)k, (long long)s);
                 goto done;
             }
-            int64_t t = row[B[j]];
-            if (t == dead && ends) t = srow[B[j]];
-            if (t != dead && stop_j > j + 1) {
-                int skip = 0;
-                if (sliced) {
-                    int64_t a = NT[stop_j], z = NT[j + 1];
-                    if (a >= n_mps || z >= n_mps || a < 0 || z < 0) {
-                        PyErr_SetString(PyExc_IndexError, "trie_ahead: token offset past member_prefix");
-                        goto done;
-                    }
-                    skip = SUBC[j] < limit && MPS[a] == MPS[z];
-                }
-                if (!skip) {
-                    if (m == cap) {
-                        PyErr_SetString(PyExc_ValueError, "trie_ahead: the out arrays are full");
-                        goto done;
-                    }
-                    ON[m] = j;
-                    OS[m++] = t;
-                }
+            const int32_t *row = T + s * 256;
+            int ends = s < n_states ? EMIT[s] >= 0 : L.accepting[s - n_states];
+            int64_t stop = E[k];
+            if (stop <= k || stop > n_nodes) {
+                PyErr_Format(PyExc_ValueError, "ahead_rows: node %lld is malformed", (long long)k);
+                goto done;
             }
-            j = stop_j;
+            for (int64_t j = k + 1; j < stop;) {     /* k's children: the next sibling of j is end[j] */
+                int64_t stop_j = E[j];
+                if (stop_j <= j || stop_j > stop) {
+                    PyErr_Format(PyExc_ValueError, "ahead_rows: node %lld is malformed", (long long)j);
+                    goto done;
+                }
+                int64_t t = row[B[j]];
+                if (t == dead && ends) t = srow[B[j]];
+                if (t != dead && stop_j > j + 1) {
+                    int skip = 0;
+                    if (sliced) {
+                        int64_t a = NT[stop_j], z = NT[j + 1];
+                        if (a >= n_mps || z >= n_mps || a < 0 || z < 0) {
+                            PyErr_SetString(PyExc_IndexError, "ahead_rows: token offset past member_prefix");
+                            goto done;
+                        }
+                        skip = SUBC[j] < limit && MPS[a] == MPS[z];
+                    }
+                    if (!skip) {
+                        if (mm == cap) {
+                            PyErr_SetString(PyExc_ValueError, "ahead_rows: the out arrays are full");
+                            goto done;
+                        }
+                        nxt_n[mm] = j;
+                        nxt_s[mm++] = t;
+                    }
+                }
+                j = stop_j;
+            }
         }
+        if (!mm) break;
+        int64_t *t;
+        t = cur_n; cur_n = nxt_n; nxt_n = t;
+        t = cur_s; cur_s = nxt_s; nxt_s = t;
+        m = mm;
     }
-    result = PyLong_FromSsize_t(m);
+    if (lazy_batch_readings(&L, &readings, &reading_obj)) goto done;
+    result = Py_BuildValue("(nnnLLLzOO)", n_front, n_made, (Py_ssize_t)L.n_done, (long long)L.n_new, L.spent,
+                           L.nbytes, stopped, readings, reading_obj);
 done:
-    release(&byte); release(&end); release(&ntok); release(&trans); release(&done_); release(&emit);
-    release(&nodes); release(&states); release(&on); release(&os_); release(&mps); release(&subc);
+    lazy_batch_close(&L, result == NULL);
+    Py_XDECREF(readings); Py_XDECREF(reading_obj);
+    free(cur_n); free(cur_s); free(nxt_n); free(nxt_s); free(sorted); free(build);
+    release(&byte); release(&end); release(&ntok); release(&emit); release(&nodes); release(&nst); release(&on);
+    release(&os_); release(&made); release(&mps); release(&subc);
     return result;
 }
 

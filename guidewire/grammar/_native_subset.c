@@ -59,13 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_native_buf.h"
-
-typedef struct {
-    int64_t *pool; size_t pool_len, pool_cap;        /* members of every set, back to back */
-    int64_t *off; int64_t *len; size_t n, cap;        /* per state: its slice of the pool */
-    int64_t *table; size_t tcap;                      /* open addressing: state ids, -1 empty */
-} SetIndex;
+#include "_native_subset.h"
 
 static void set_index_free(SetIndex *x) {
     free(x->pool); free(x->off); free(x->len); free(x->table);
@@ -128,20 +122,7 @@ static int64_t set_index_get(SetIndex *x, const int64_t *m, int64_t n) {
     return (int64_t)x->n++;
 }
 
-/* The NFA's arrays, borrowed from the caller's buffers. */
-typedef struct {
-    const int64_t *OFF, *LO, *END, *DST, *EOFF, *EDST, *OWN, *LAZY, *ACC, *UOFF, *UDST;
-    const unsigned char *LIVE;
-    Py_ssize_t n_nfa, n_edges, n_eps, n_univ;
-} Nfa;
 
-/* Scratch space of the row and closure computations, sized once per call. */
-typedef struct {
-    uint32_t *mark; uint32_t stamp;
-    int64_t *stack, *members, *cnt, *pos, *tgt, *movers, *stops;
-    size_t members_cap, tgt_cap, movers_cap;
-    int n_el, starts[257];
-} Scratch;
 
 static int scratch_init(Scratch *w, Py_ssize_t n_nfa) {
     memset(w, 0, sizeof *w);
@@ -159,18 +140,6 @@ static void scratch_free(Scratch *w) {
     free(w->stops);
 }
 
-/* A lazily built lexer's memo for lazy_rows, kept in a capsule by the lexer: the scratch space
- * (sized to its NFA once, not per call) and the target cache in C (sorted target set of a byte
- * range -> lexer state), so a row whose ranges were all met before makes no Python object. */
-typedef struct {
-    Py_ssize_t n_nfa;
-    int busy;                 /* a call is using it (a re-entrant call gets its own scratch) */
-    Scratch w;
-    SetIndex targets;
-    int64_t *target_state; size_t ts_cap;
-} SubsetMemo;
-
-#define MEMO_NAME "guidewire.grammar._native.subset_memo"
 
 static void memo_free(PyObject *capsule) {
     SubsetMemo *m = PyCapsule_GetPointer(capsule, MEMO_NAME);
@@ -404,7 +373,6 @@ static int nfa_from(Nfa *A, Buf *b, const char *who) {
     return 0;
 }
 
-#define NFA_ARRAYS 12
 static const char *NFA_NAMES[NFA_ARRAYS] = {"offsets", "lo", "end", "dst", "eps_off", "eps_dst", "live", "owner",
                                             "lazy_tid", "accept_tid", "univ_off", "univ_dst"};
 
@@ -550,14 +518,14 @@ done:
 
 /* The sorted NFA set of lexer state ``sid`` from the ``states`` dict, into *buf (grown); its size,
  * -1 with an exception set. */
-static int64_t state_set(PyObject *states, PyObject *sid, const Nfa *A, int64_t **buf, size_t *cap) {
+static int64_t state_set(PyObject *states, PyObject *sid, const Nfa *A, int64_t **buf, size_t *cap, const char *who) {
     PyObject *t = PyDict_GetItemWithError(states, sid);
     if (!t) {
-        if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "lazy_rows: no lexer state %R", sid);
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "%s: no lexer state %R", who, sid);
         return -1;
     }
     if (!PyTuple_Check(t)) {
-        PyErr_SetString(PyExc_TypeError, "lazy_rows: a lexer state's NFA set must be a tuple");
+        PyErr_Format(PyExc_TypeError, "%s: a lexer state's NFA set must be a tuple", who);
         return -1;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(t);
@@ -572,7 +540,7 @@ static int64_t state_set(PyObject *states, PyObject *sid, const Nfa *A, int64_t 
         long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, j));
         if (v == -1 && PyErr_Occurred()) return -1;
         if (v < 0 || v >= A->n_nfa || (j > 0 && v <= (*buf)[j - 1])) {
-            PyErr_SetString(PyExc_ValueError, "lazy_rows: a lexer state's NFA set must be sorted NFA states");
+            PyErr_Format(PyExc_ValueError, "%s: a lexer state's NFA set must be sorted NFA states", who);
             return -1;
         }
         (*buf)[j] = v;
@@ -581,99 +549,129 @@ static int64_t state_set(PyObject *states, PyObject *sid, const Nfa *A, int64_t 
 }
 
 /* the lexer state id an ``index`` or ``cache`` value names; -1 with an exception set */
-static int64_t state_id(PyObject *v, int64_t n_states) {
+static int64_t state_id(PyObject *v, int64_t n_states, const char *who) {
     long long id = PyLong_AsLongLong(v);
     if (id == -1 && PyErr_Occurred()) return -1;
     if (id < 0 || id >= n_states) {
-        PyErr_Format(PyExc_ValueError, "lazy_rows: lexer state %lld out of range", id);
+        PyErr_Format(PyExc_ValueError, "%s: lexer state %lld out of range", who, id);
         return -1;
     }
     return (int64_t)id;
 }
 
-/* Undo a failed lazy_rows call: the states it made leave ``states`` and ``index`` and the memo's
- * target cache, the rows it finished are marked not done again (the error is kept). */
-static void lazy_rows_undo(PyObject *states, PyObject *index, SubsetMemo *memo, PyObject *seq, Buf *row_done,
-                           Py_ssize_t n_states, int64_t n_new, Py_ssize_t n_done) {
+/* Undo a failed batch: the states it made leave ``states`` and ``index`` and the memo's target
+ * cache, the rows it finished are marked not done again (the error is kept). */
+static void lazy_batch_undo(LazyBatch *L) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    for (int64_t id = n_states; id < n_states + n_new; id++) {
-        PyObject *k = PyLong_FromLongLong(id), *mk = k ? PyDict_GetItemWithError(states, k) : NULL;
+    for (int64_t id = L->n_states; id < L->n_states + L->n_new; id++) {
+        PyObject *k = PyLong_FromLongLong(id), *mk = k ? PyDict_GetItemWithError(L->states, k) : NULL;
         if (mk) {
             Py_INCREF(mk);
-            if (PyDict_DelItem(index, mk) < 0) PyErr_Clear();
+            if (PyDict_DelItem(L->index, mk) < 0) PyErr_Clear();
             Py_DECREF(mk);
-            if (PyDict_DelItem(states, k) < 0) PyErr_Clear();
+            if (PyDict_DelItem(L->states, k) < 0) PyErr_Clear();
         }
         PyErr_Clear();
         Py_XDECREF(k);
     }
+    SubsetMemo *memo = L->memo;
     for (size_t slot = 0; slot < memo->targets.n && slot < memo->ts_cap; slot++)
-        if (memo->target_state[slot] >= n_states) memo->target_state[slot] = -1;
-    for (Py_ssize_t i = 0; i < n_done; i++) {
-        Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), PyExc_IndexError);
-        if (at >= 0 && at < LEN(*row_done, 1)) ((unsigned char *)row_done->view.buf)[at] = 0;
-        PyErr_Clear();
-    }
+        if (memo->target_state[slot] >= L->n_states) memo->target_state[slot] = -1;
+    for (size_t i = 0; i < L->n_done; i++) ((unsigned char *)L->row_done.view.buf)[L->done[i]] = 0;
     PyErr_Restore(et, ev, tb);
 }
 
-PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
-    PyObject *o[NFA_ARRAYS], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
-    Py_ssize_t n_states, max_states, state_bytes;
-    long long fuel_left, bytes_left;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO!O!OOOOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_trans, &o_done,
-                          &o_sids, &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
-        return NULL;
-    Buf trans = {0}, row_done = {0};
+/* Open a batch: the NFA arrays (twelve objects), the lexer's dicts, memo, int32 table and row_done
+ * bytes, checked; the memo is held until lazy_batch_close. 0, or -1 with an exception set. */
+int lazy_batch_open(LazyBatch *L, PyObject **nfa, PyObject *states, PyObject *index, PyObject *o_memo, PyObject *o_trans,
+                    PyObject *o_done, Py_ssize_t n_states, Py_ssize_t max_states, long long fuel_left,
+                    long long bytes_left, Py_ssize_t state_bytes, const char *who) {
+    memset(L, 0, sizeof *L);
+    L->who = who; L->states = states; L->index = index; L->n_states = n_states; L->max_states = max_states;
+    L->fuel_left = fuel_left; L->bytes_left = bytes_left; L->state_bytes = state_bytes;
+    L->memo = PyCapsule_GetPointer(o_memo, MEMO_NAME);
+    if (!L->memo) return -1;
+    if (nfa_bufs(nfa, L->b) || nfa_from(&L->A, L->b, who) || get_buf(o_trans, &L->trans, "trans", 4, 1) ||
+        get_buf(o_done, &L->row_done, "row_done", 1, 1))
+        return -1;
+    L->n_rows = LEN(L->trans, 4) / 256;
+    if (LEN(L->row_done, 1) < L->n_rows) L->n_rows = LEN(L->row_done, 1);
+    if (L->memo->n_nfa != L->A.n_nfa) {
+        PyErr_Format(PyExc_ValueError, "%s: the memo was made for another NFA", who);
+        return -1;
+    }
+    if (L->memo->busy) {   /* re-entered on the same lexer (a finalizer run by the collector) */
+        PyErr_Format(PyExc_RuntimeError, "%s: re-entered on a lexer whose rows are being built", who);
+        return -1;
+    }
+    L->memo->busy = L->took = 1;
+    return 0;
+}
+
+/* A new state of NFA set w->members[0..n_mem-1] (tuple ``mk``), refused or charged as _intern
+ * does: its id (or -2 where a limit stops the batch; -1 with an exception set). */
+static int64_t lazy_batch_intern(LazyBatch *L, PyObject *mk, int64_t n_mem) {
+    const int64_t *members = L->memo->w.members;
+    long long size = (long long)L->state_bytes + 32LL * n_mem;
+    if (L->n_states + L->n_new >= L->max_states) L->stopped = "states";
+    else if ((L->spent += 1 + n_mem), L->fuel_left >= 0 && L->spent > L->fuel_left) L->stopped = "fuel";
+    else if (L->bytes_left >= 0 && L->nbytes + size > L->bytes_left) L->stopped = "bytes";
+    if (L->stopped) return -2;
+    L->nbytes += size;
+    int64_t id = L->n_states + L->n_new;
+    if ((size_t)L->n_new + 1 > L->reading_cap) {
+        size_t cap = L->reading_cap ? L->reading_cap * 2 : 64;
+        int32_t *r = realloc(L->reading_of, sizeof(int32_t) * cap);
+        if (!r) { PyErr_NoMemory(); return -1; }
+        L->reading_of = r;
+        unsigned char *a = realloc(L->accepting, cap);
+        if (!a) { PyErr_NoMemory(); return -1; }
+        L->accepting = a;
+        L->reading_cap = cap;
+    }
+    if ((size_t)(2 * n_mem + 1) > L->key_cap) {
+        L->key_cap = (size_t)(2 * n_mem + 1) * 2;
+        int64_t *kk = realloc(L->key, sizeof(int64_t) * L->key_cap);
+        if (!kk) { PyErr_NoMemory(); return -1; }
+        L->key = kk;
+    }
+    int64_t rid = reading_id(&L->A, &L->RD, L->key, members, n_mem);
+    PyObject *idv = rid < 0 ? NULL : PyLong_FromLongLong(id);
+    if (!idv || PyDict_SetItem(L->states, idv, mk) < 0 || PyDict_SetItem(L->index, mk, idv) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_XDECREF(idv);
+        return -1;
+    }
+    Py_DECREF(idv);
+    L->accepting[L->n_new] = L->key[0] > 0;     /* the reading's accepting terminals, counted */
+    L->reading_of[L->n_new++] = (int32_t)rid;
+    return id;
+}
+
+/* The rows of existing states sids[0..n-1] (in that order), as lazy_rows documents: written into
+ * the table, marked done and listed in L->done. Stops early with L->stopped set where a limit
+ * refuses (the row it happened in stays undone). 0, or -1 with an exception set. */
+int lazy_batch_rows(LazyBatch *L, const int64_t *sids, Py_ssize_t n_sids) {
     int32_t row[256];
-    SubsetMemo *memo = PyCapsule_GetPointer(o_memo, MEMO_NAME);
-    if (!memo) return NULL;
-    Buf b[NFA_ARRAYS];
-    memset(b, 0, sizeof b);
-    Nfa A;
+    const Nfa *A = &L->A;
+    SubsetMemo *memo = L->memo;
     Scratch *wp = &memo->w;
-    int took = 0;
-    SetIndex RD = {0};
-    const char *stopped = NULL;
-    long long spent = 0, nbytes = 0;
-    Py_ssize_t n_done = 0;
-    int64_t n_new = 0;
-    PyObject *result = NULL, *seq = NULL, *readings = NULL, *reading_obj = NULL;
-    int32_t *reading_of = NULL;
-    int64_t *set = NULL, *key = NULL;
-    size_t set_cap = 0, key_cap = 0, reading_cap = 0;
-    if (nfa_bufs(o, b) || nfa_from(&A, b, "lazy_rows") || get_buf(o_trans, &trans, "trans", 4, 1) ||
-        get_buf(o_done, &row_done, "row_done", 1, 1))
-        goto done;
-    Py_ssize_t n_rows = LEN(trans, 4) / 256;
-    if (LEN(row_done, 1) < n_rows) n_rows = LEN(row_done, 1);
-    if (memo->n_nfa != A.n_nfa) {
-        PyErr_SetString(PyExc_ValueError, "lazy_rows: the memo was made for another NFA");
-        goto done;
-    }
-    seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
-    if (!seq) goto done;
-    Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
-    if (memo->busy) {   /* re-entered on the same lexer (a finalizer run by the collector) */
-        PyErr_SetString(PyExc_RuntimeError, "lazy_rows: re-entered on a lexer whose rows are being built");
-        goto done;
-    }
-    memo->busy = took = 1;
-    for (Py_ssize_t i = 0; i < n_sids && !stopped; i++) {
-        PyObject *sid = PySequence_Fast_GET_ITEM(seq, i);
-        int64_t n = state_set(states, sid, &A, &set, &set_cap);
-        if (n < 0) goto done;
-        Py_ssize_t at = PyNumber_AsSsize_t(sid, PyExc_IndexError);
-        if (at < 0 || at >= n_rows) {
-            if (!PyErr_Occurred()) PyErr_Format(PyExc_IndexError, "lazy_rows: state %zd has no row in the table", at);
-            goto done;
+    for (Py_ssize_t i = 0; i < n_sids && !L->stopped; i++) {
+        PyObject *sid = PyLong_FromLongLong(sids[i]);
+        if (!sid) return -1;
+        int64_t n = state_set(L->states, sid, A, &L->set, &L->set_cap, L->who);
+        Py_DECREF(sid);
+        if (n < 0) return -1;
+        int64_t at = sids[i];
+        if (at < 0 || at >= L->n_rows) {
+            PyErr_Format(PyExc_IndexError, "%s: state %lld has no row in the table", L->who, (long long)at);
+            return -1;
         }
-        long long cost = row_targets(&A, wp, set, n);
-        if (cost < 0) goto done;
-        spent += cost;
-        if (fuel_left >= 0 && spent > fuel_left) { stopped = "fuel"; break; }
+        long long cost = row_targets(A, wp, L->set, n);
+        if (cost < 0) return -1;
+        L->spent += cost;
+        if (L->fuel_left >= 0 && L->spent > L->fuel_left) { L->stopped = "fuel"; break; }
         memset(row, 0, sizeof row);
         int64_t prev_a = -1, prev_n = 0, prev_id = 0;
         for (int k = 0; k < wp->n_el; k++) {
@@ -687,88 +685,101 @@ PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
                 if (known + 1 > memo->ts_cap) {   /* room for a new slot's state before it is made */
                     size_t c = memo->ts_cap ? memo->ts_cap * 2 : 1024;
                     int64_t *p = realloc(memo->target_state, sizeof(int64_t) * c);
-                    if (!p) { PyErr_NoMemory(); goto done; }
+                    if (!p) { PyErr_NoMemory(); return -1; }
                     memo->target_state = p;
                     memo->ts_cap = c;
                 }
                 int64_t slot = set_index_get(&memo->targets, wp->tgt + a, nt);
-                if (slot < 0) { PyErr_NoMemory(); goto done; }
+                if (slot < 0) { PyErr_NoMemory(); return -1; }
                 if ((size_t)slot < known && memo->target_state[slot] >= 0) {   /* met before: its state */
                     id = memo->target_state[slot];
-                    if (id < 0 || id >= n_states + n_new) {
-                        PyErr_SetString(PyExc_ValueError, "lazy_rows: the memo names a state the lexer does not have");
-                        goto done;
+                    if (id < 0 || id >= L->n_states + L->n_new) {
+                        PyErr_Format(PyExc_ValueError, "%s: the memo names a state the lexer does not have", L->who);
+                        return -1;
                     }
                 } else {
-                    PyObject *v;
                     memo->target_state[slot] = -1;   /* not known yet (a refusal below leaves it so) */
-                    int64_t n_mem = closure(&A, wp, wp->tgt + a, nt);
-                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, (size_t)n_mem), *idv = NULL;
-                    if (!mk) goto done;
-                    v = PyDict_GetItemWithError(index, mk);
-                    if (v) {
-                        id = state_id(v, n_states + n_new);
-                        if (id < 0) { Py_DECREF(mk); goto done; }
-                        Py_INCREF(v);
-                        idv = v;
-                    } else if (PyErr_Occurred()) {
-                        Py_DECREF(mk);
-                        goto done;
-                    } else {   /* a new state, refused or charged as _intern does */
-                        long long size = (long long)state_bytes + 32LL * n_mem;
-                        if (n_states + n_new >= max_states) stopped = "states";
-                        else if ((spent += 1 + n_mem), fuel_left >= 0 && spent > fuel_left) stopped = "fuel";
-                        else if (bytes_left >= 0 && nbytes + size > bytes_left) stopped = "bytes";
-                        if (stopped) { Py_DECREF(mk); break; }
-                        nbytes += size;
-                        id = n_states + n_new;
-                        idv = PyLong_FromLongLong(id);
-                        if ((size_t)n_new + 1 > reading_cap) {
-                            reading_cap = reading_cap ? reading_cap * 2 : 64;
-                            int32_t *r = realloc(reading_of, sizeof(int32_t) * reading_cap);
-                            if (!r) { Py_XDECREF(idv); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
-                            reading_of = r;
-                        }
-                        if ((size_t)(2 * n_mem + 1) > key_cap) {
-                            key_cap = (size_t)(2 * n_mem + 1) * 2;
-                            int64_t *kk = realloc(key, sizeof(int64_t) * key_cap);
-                            if (!kk) { Py_XDECREF(idv); Py_DECREF(mk); PyErr_NoMemory(); goto done; }
-                            key = kk;
-                        }
-                        int64_t rid = reading_id(&A, &RD, key, wp->members, n_mem);
-                        if (!idv || rid < 0 || PyDict_SetItem(states, idv, mk) < 0 || PyDict_SetItem(index, mk, idv) < 0) {
-                            if (!PyErr_Occurred()) PyErr_NoMemory();
-                            Py_XDECREF(idv); Py_DECREF(mk);
-                            goto done;
-                        }
-                        reading_of[n_new++] = (int32_t)rid;
-                    }
+                    int64_t n_mem = closure(A, wp, wp->tgt + a, nt);
+                    PyObject *mk = n_mem < 0 ? NULL : int_tuple(wp->members, (size_t)n_mem);
+                    if (!mk) return -1;
+                    PyObject *v = PyDict_GetItemWithError(L->index, mk);
+                    if (v) id = state_id(v, L->n_states + L->n_new, L->who);
+                    else if (PyErr_Occurred()) id = -1;
+                    else id = lazy_batch_intern(L, mk, n_mem);
+                    Py_DECREF(mk);
+                    if (id == -2) break;     /* refused: the row stays undone */
+                    if (id < 0) return -1;
                     memo->target_state[slot] = id;
-                    Py_DECREF(idv); Py_DECREF(mk);
                 }
             }
             for (int byte = wp->starts[k]; byte < wp->starts[k + 1]; byte++) row[byte] = (int32_t)id;
             prev_a = a; prev_n = nt; prev_id = id;
         }
-        if (!stopped) {
-            memcpy((int32_t *)trans.view.buf + 256 * (size_t)at, row, sizeof row);
-            ((unsigned char *)row_done.view.buf)[at] = 1;
-            n_done = i + 1;
+        if (L->stopped) break;
+        if (L->n_done == L->done_cap) {
+            size_t c = L->done_cap ? L->done_cap * 2 : 64;
+            int64_t *d = realloc(L->done, sizeof(int64_t) * c);
+            if (!d) { PyErr_NoMemory(); return -1; }
+            L->done = d;
+            L->done_cap = c;
         }
+        memcpy((int32_t *)L->trans.view.buf + 256 * (size_t)at, row, sizeof row);
+        ((unsigned char *)L->row_done.view.buf)[at] = 1;
+        L->done[L->n_done++] = at;
     }
-    readings = readings_list(&RD);
-    reading_obj = readings ? PyBytes_FromStringAndSize((const char *)reading_of, (Py_ssize_t)(sizeof(int32_t) * n_new))
-                           : NULL;
-    if (!reading_obj) goto done;
-    result = Py_BuildValue("(nLLLsOO)", n_done, (long long)n_new, spent, nbytes, stopped, readings, reading_obj);
+    return 0;
+}
+
+/* The batch's readings list and the reading of each new state (bytes of int32); -1 with an exception. */
+int lazy_batch_readings(LazyBatch *L, PyObject **readings, PyObject **reading_of) {
+    *readings = readings_list(&L->RD);
+    *reading_of = *readings ? PyBytes_FromStringAndSize((const char *)L->reading_of,
+                                                        (Py_ssize_t)(sizeof(int32_t) * L->n_new)) : NULL;
+    if (*reading_of) return 0;
+    Py_CLEAR(*readings);
+    return -1;
+}
+
+/* Close a batch: a failed one is undone (the lexer as before it was opened); the memo is let go. */
+void lazy_batch_close(LazyBatch *L, int failed) {
+    if (failed && L->took && (L->n_new || L->n_done)) lazy_batch_undo(L);
+    set_index_free(&L->RD);
+    free(L->reading_of); free(L->accepting); free(L->set); free(L->key); free(L->done);
+    release(&L->trans); release(&L->row_done);
+    if (L->took) L->memo->busy = 0;
+    nfa_release(L->b);
+}
+
+PyObject *native_lazy_rows(PyObject *self, PyObject *args) {
+    PyObject *o[NFA_ARRAYS], *states, *index, *o_memo, *o_trans, *o_done, *o_sids;
+    Py_ssize_t n_states, max_states, state_bytes;
+    long long fuel_left, bytes_left;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO!O!OOOOnnLLn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &PyDict_Type, &states, &PyDict_Type, &index, &o_memo, &o_trans, &o_done,
+                          &o_sids, &n_states, &max_states, &fuel_left, &bytes_left, &state_bytes))
+        return NULL;
+    LazyBatch L;
+    PyObject *result = NULL, *seq = NULL, *readings = NULL, *reading_obj = NULL;
+    int64_t *sids = NULL;
+    if (lazy_batch_open(&L, o, states, index, o_memo, o_trans, o_done, n_states, max_states, fuel_left, bytes_left,
+                        state_bytes, "lazy_rows"))
+        goto done;
+    seq = PySequence_Fast(o_sids, "lazy_rows: sids must be a sequence of lexer states");
+    if (!seq) goto done;
+    Py_ssize_t n_sids = PySequence_Fast_GET_SIZE(seq);
+    sids = malloc(sizeof(int64_t) * (size_t)(n_sids ? n_sids : 1));
+    if (!sids) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n_sids; i++) {
+        sids[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (sids[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    if (lazy_batch_rows(&L, sids, n_sids) || lazy_batch_readings(&L, &readings, &reading_obj)) goto done;
+    result = Py_BuildValue("(nLLLsOO)", (Py_ssize_t)L.n_done, (long long)L.n_new, L.spent, L.nbytes, L.stopped,
+                           readings, reading_obj);
 done:
-    if (!result && took && (n_new || n_done))   /* an error mid-batch: undo it (the lexer as before the call) */
-        lazy_rows_undo(states, index, memo, seq, &row_done, n_states, n_new, n_done);
+    lazy_batch_close(&L, result == NULL);   /* an error mid-batch: undone (the lexer as before the call) */
     Py_XDECREF(seq); Py_XDECREF(readings); Py_XDECREF(reading_obj);
-    set_index_free(&RD);
-    free(reading_of); free(set); free(key);
-    release(&trans); release(&row_done);
-    if (took) memo->busy = 0;
-    nfa_release(b);
+    free(sids);
     return result;
 }

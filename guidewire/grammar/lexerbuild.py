@@ -48,6 +48,30 @@ class CompiledBuild:
         grouped by distinct reading, as from ``determinize``. The fuel is charged once for the
         batch, so a step's deadline is looked at after the batch (its work is bounded all the same).
         An error inside the call (no memory, a bad state) undoes the batch before it propagates."""
+        base = len(self._states)
+        got = compiled.lazy_rows(*self._lazy_args(compiled), self.trans, self.row_done, sids, base,
+                                 *self._lazy_limits())   # the rows are written into trans and row_done
+        self._rows_taken(base, *got)
+
+    def rows_below(self, compiled, trie, emit: np.ndarray, nodes: np.ndarray, states: np.ndarray, out: np.ndarray,
+                   made: np.ndarray, fresh: bool, sliced: tuple = ()) -> tuple[int, int, bool]:
+        """The rows of the states below trie ``nodes`` (reached in ``states``), a byte layer at a
+        time, in one C call (``ahead_rows``: the layers of ``TrieTables._rows_ahead``, each one's
+        rows built as :meth:`_rows_compiled` builds a batch; ``emit``: the mirrored emitted sets,
+        up to date with this lexer; ``sliced``: the walk's slice arrays and limit).
+        ``(n_front, n_made, again)``: the distinct states of each layer are in ``made[:n_made]``;
+        ``again``: the table had to grow first, and ``out[:, :n_front]`` is the layer to call again
+        with (``fresh`` False; True: the entries' rows are built and they are not listed)."""
+        base = len(self._states)
+        n_front, n_made, *got = compiled.ahead_rows(
+            *self._lazy_args(compiled), self.trans, self.row_done, base, *self._lazy_limits(),
+            trie.node_byte, trie.node_end, trie.node_tok, emit, nodes, states, out[0], out[1], made, fresh,
+            DEAD, START, *sliced)
+        self._rows_taken(base, *got)
+        return n_front, n_made, got[4] == "room"
+
+    def _lazy_args(self, compiled) -> tuple:
+        """The arguments of ``lazy_rows`` and ``ahead_rows`` that name the NFA, the dicts and the memo (made once)."""
         args = self._subset_args
         if args is None:
             accept = self._accept_tids()
@@ -56,27 +80,33 @@ class CompiledBuild:
             args = self._subset_args = (
                 *self._edges_np(), *self._eps_np(), np.frombuffer(self.live, dtype=np.uint8), self._owner_np(),
                 self._lazy_np, accept, *self._univ_np(), self._states, self._index, compiled.subset_memo(len(self.nfa.eps)))
+        return args
+
+    def _lazy_limits(self) -> tuple:
+        """``(max_states, fuel_left, bytes_left, STATE_BYTES)`` for a C batch (-1: no bound)."""
         fuel = self.fuel
         bytes_left = -1 if self.max_bytes is None else min(max(0, self.max_bytes - self.nbytes), _UNBOUNDED)
-        base = len(self._states)
         fuel_left = -1 if fuel is None else min(max(0, fuel.left), _UNBOUNDED)
-        n_done, n_new, spent, nbytes, stopped, readings, reading_of = compiled.lazy_rows(
-            *args, self.trans, self.row_done, sids, base, min(self.max_states, _UNBOUNDED), fuel_left,
-            bytes_left, STATE_BYTES)   # the rows are written into trans and row_done
+        return min(self.max_states, _UNBOUNDED), fuel_left, bytes_left, STATE_BYTES
+
+    def _rows_taken(self, base: int, n_done: int, n_new: int, spent: int, nbytes: int, stopped,
+                    readings, reading_of) -> None:
+        """Take in what a C batch made from ``base`` states: the new states' labels, room for their
+        rows, the work charged; a refusal raises as the Python loop would ("room" is the caller's)."""
         self.nbytes += nbytes
         self.rows_built += n_done
         if n_new:
             self._take_readings(np.frombuffer(reading_of, dtype=np.int32).tolist(), readings)
             while base + n_new > self.trans.shape[0]:
                 self._grow()
-        if fuel is not None:
-            fuel.spend(spent)   # raises where the Python loop would have (the budget), or past the deadline
+        if self.fuel is not None:
+            self.fuel.spend(spent)   # raises where the Python loop would have (the budget), or past the deadline
         if stopped == "states":
             raise states_refused(self.max_states)
         if stopped == "bytes":
             raise bytes_refused(self.max_bytes, base + n_new)
         if stopped == "fuel":   # pragma: no cover - fuel.spend above raised
-            raise AssertionError("lazy_rows stopped on fuel that was not spent")
+            raise AssertionError("a C batch stopped on fuel that was not spent")
 
     def _owner_np(self) -> np.ndarray:
         """Per NFA state, its terminal (int64, made once)."""

@@ -504,32 +504,27 @@ class TrieTables:
             self._need(np.asarray(made, dtype=np.int64))
 
     def _rows_ahead_compiled(self, compiled, trie: TokenTrie, waiting: np.ndarray, sliced, room: int) -> list[int]:
-        """:meth:`_rows_ahead`'s layers, each listed by ``_native.trie_ahead``: the states whose
-        rows it made (``room``: the most entries a layer can have)."""
+        """:meth:`_rows_ahead`'s layers, rows and all, in C (``ByteDFA.rows_below``; called again
+        only where the lexer's table must grow between layers): the states whose rows it made
+        (``room``: the most trie nodes below the frontier)."""
         dfa = self.dfa
         extra = () if sliced is None else (sliced[0].prefix, sliced[0].subtree_chars, sliced[1])
         nodes = np.ascontiguousarray(waiting[:, 0], dtype=np.int64)
         states = np.ascontiguousarray(waiting[:, 2], dtype=np.int64)
         out = np.empty((2, max(room, 1)), dtype=np.int64)
-        made: list[int] = []
-        while nodes.size:
-            self._sync()        # the emitted sets of the states made by the last layer's rows
-            n = compiled.trie_ahead(trie.node_byte, trie.node_end, trie.node_tok, dfa.trans,
-                                    dfa.row_done.view(np.uint8), self.emit, nodes, states, out[0], out[1],
-                                    DEAD, START, *extra)
-            if not n:
-                break
-            nodes, states = out[0, :n].copy(), out[1, :n].copy()
-            distinct = np.asarray(_distinct(states), dtype=np.int64)
-            build = distinct[~dfa.row_done.take(distinct)]
-            if build.size:
-                dfa.ensure_rows(build)
-            made.extend(distinct.tolist())
-        return made
+        made = np.empty(max(room, 1), dtype=np.int64)
+        n_made, fresh = 0, True
+        while True:
+            self._sync()        # the emitted sets of every state made so far
+            n_front, n, again = dfa.rows_below(compiled, trie, self.emit, nodes, states, out, made[n_made:], fresh, extra)
+            n_made += n
+            if not again:
+                return made[:n_made].tolist()
+            nodes, states, fresh = out[0, :n_front].copy(), out[1, :n_front].copy(), False
 
     def _rows_ahead_python(self, trie: TokenTrie, waiting: np.ndarray, sliced) -> list[int]:
         """:meth:`_rows_ahead`'s layers in Python (no compiled module; the reference of
-        ``_native.trie_ahead``): the states whose rows it made."""
+        ``_native.ahead_rows``): the states whose rows it made."""
         end, byte, ntok = trie.node_end, trie.node_byte, trie.node_tok
         if sliced is not None:
             non_members, sub_chars, limit = sliced[0].prefix, sliced[0].subtree_chars, sliced[1]
