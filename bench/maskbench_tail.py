@@ -10,7 +10,10 @@ of those masks had a full collection inside, the collections' share of their tim
 largest of them less its collections (reported beside the max, never instead of it); runs whose
 slow masks carry ``cpu_us`` (the thread's CPU time inside the mask) also report how many of them
 spent over 20 ms on a CPU, the most CPU time one spent and CPU time's share of their wall time (the
-rest is waiting: descheduled by a busy machine, or blocked in the kernel).
+rest is waiting: descheduled by a busy machine, or blocked in the kernel); runs whose slow masks
+carry the kernel's thread counters (``sys_us``, faults, ``preempted``) also report how many spent
+over 20 ms on a CPU outside the kernel, the most such time, the kernel's share of their CPU time,
+their page faults and how many were preempted.
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ def _slow_masks(run: str, engine: str) -> dict:
         out.update(slow_masks_over_20ms_on_cpu=sum(1 for c in cpu if c > 20_000),
                    slow_masks_max_cpu_us=round(max(cpu), 1),
                    slow_masks_cpu_share=round(sum(cpu) / sum(s["us"] for s in slow), 3))
+    if all("cpu_us" in s and "sys_us" in s for s in slow):   # the kernel's thread counters (runs since stop 70)
+        user = [max(0.0, s["cpu_us"] - s["sys_us"]) for s in slow]
+        out.update(slow_masks_over_20ms_outside_kernel=sum(1 for u in user if u > 20_000),
+                   slow_masks_max_outside_kernel_us=round(max(user), 1),
+                   slow_masks_kernel_share_of_cpu=round(sum(s["sys_us"] for s in slow) / max(1.0, sum(cpu)), 3),
+                   slow_masks_minor_faults=sum(s["minor_faults"] for s in slow),
+                   slow_masks_major_faults=sum(s["major_faults"] for s in slow),
+                   slow_masks_preempted=sum(1 for s in slow if s["preempted"] > 0))
     return out
 
 

@@ -1,6 +1,7 @@
 """The MaskBench runner: classification, worker isolation (timeout, memory cap), outputs, CLI."""
 
 import json
+import mmap
 import os
 import platform
 import time
@@ -384,7 +385,8 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     inside it: a mask that runs a full one reports it (within the mask's own time) as full and
     as any, one that runs only a young one reports it as any, one that only waits reports none,
     and masks under the threshold are not reported at all. Each also carries the thread's CPU
-    time: a mask that sleeps reports little of it, one that computes reports its own."""
+    time: a mask that sleeps reports little of it, one that computes reports its own; and the
+    kernel's thread counters: a mask that touches fresh pages reports their faults."""
     import gc
 
     from guidewire.maskbench import evaluate as ev
@@ -401,10 +403,14 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
                 time.sleep(0.03)      # slow, but no collection
             elif self.k == 3:
                 gc.collect(1)         # a young collection only
-            else:
+            elif self.k == 4:
                 t0 = time.thread_time_ns()
                 while time.thread_time_ns() - t0 < 25_000_000:    # 25 ms on a CPU
                     pass
+            else:                     # 2,048 fresh pages touched: minor faults inside the mask
+                with mmap.mmap(-1, 2048 * mmap.PAGESIZE) as mem:
+                    for page in range(2048):
+                        mem[page * mmap.PAGESIZE] = 1
             bitmask[row, :] = -1
 
         def advance(self, token_id):
@@ -429,14 +435,20 @@ def test_slow_masks_report_the_full_collections_inside_them(monkeypatch):
     # if the heap makes it so
     assert any(s["full_gc_us"] == 0 and s["us"] >= 20_000 for s in slow), slow
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 0)   # every mask reported
-    res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92]}])
+    res = evaluate_schema(Engine(CTX), {}, [{"test": 0, "ser": "default", "valid": True, "tokens": [90, 91, 92, 93]}])
     slow = res["slow_masks"]
-    assert len(slow) == 4
+    assert len(slow) == 5
     assert 0 < slow[0]["full_gc_us"] <= slow[0]["gc_us"] <= slow[0]["us"]   # the first mask's collection, inside it
-    assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0]
+    assert [s["full_gc_us"] for s in slow[1:]] == [0, 0, 0, 0]
     assert slow[1]["gc_us"] == 0 and 0 < slow[2]["gc_us"] <= slow[2]["us"]   # the young one counts as any
     assert slow[1]["cpu_us"] < 15_000 <= 30_000 <= slow[1]["us"]    # 30 ms asleep: waited, not computed
     assert 25_000 <= slow[3]["cpu_us"] <= slow[3]["us"] + 1000       # 25 ms computing (clock grain aside)
+    # the kernel's thread counters: the busy mask faults (almost) nothing, the page-touching one
+    # at least once per page it touched; neither reads from disk
+    assert slow[3]["minor_faults"] < 50 <= 2048 <= slow[4]["minor_faults"], slow
+    assert slow[3]["major_faults"] == slow[4]["major_faults"] == 0
+    assert 0 <= slow[3]["sys_us"] <= slow[3]["cpu_us"] + 10_000 and slow[1]["sys_us"] < 15_000
+    assert all(s["preempted"] >= 0 for s in slow)
     monkeypatch.setattr(ev, "SLOW_MASK_NS", 20_000_000)
     assert "slow_masks" not in evaluate_schema(AcceptAllEngine(CTX), {}, _instances())
 

@@ -46,6 +46,26 @@ def test_tail_of_a_run(tmp_path):
     assert out["slow_masks_over_20ms_on_cpu"] == 2
     assert out["slow_masks_max_cpu_us"] == 149_000.0
     assert out["slow_masks_cpu_share"] == round(175_000 / 215_000, 3)
+    assert "slow_masks_max_outside_kernel_us" not in out      # no kernel counters in these records
+
+
+def test_tail_splits_kernel_time_from_the_engines(tmp_path):
+    os.makedirs(tmp_path / "samples")
+    np.save(tmp_path / "samples" / "tbm_us_guidewire.npy", np.array([5.0, 25_000.0, 62_000.0, 30_000.0]))
+    k = {"full_gc_us": 0.0, "gc_us": 0.0, "major_faults": 0}
+    slow = [{"us": 25_000.0, "cpu_us": 24_000.0, "sys_us": 0.0, "minor_faults": 3, "preempted": 0, **k},
+            {"us": 62_000.0, "cpu_us": 61_000.0, "sys_us": 52_000.0, "minor_faults": 9_000, "preempted": 0, **k},
+            {"us": 30_000.0, "cpu_us": 2_000.0, "sys_us": 0.0, "minor_faults": 0, "preempted": 4, **k}]
+    with open(tmp_path / "results.jsonl", "w") as f:
+        f.write(json.dumps({"engine": "guidewire", "slow_masks": slow}) + "\n")
+    out = _tail_module().tail(str(tmp_path))
+    assert out["slow_masks_over_20ms_on_cpu"] == 2
+    # outside the kernel: 24 ms, 9 ms and 2 ms, so only the first is the engine's over 20 ms
+    assert out["slow_masks_over_20ms_outside_kernel"] == 1
+    assert out["slow_masks_max_outside_kernel_us"] == 24_000.0
+    assert out["slow_masks_kernel_share_of_cpu"] == round(52_000 / 87_000, 3)
+    assert out["slow_masks_minor_faults"] == 9_003 and out["slow_masks_major_faults"] == 0
+    assert out["slow_masks_preempted"] == 1
 
 
 def test_runs_before_cpu_time_report_none(tmp_path):

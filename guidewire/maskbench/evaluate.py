@@ -10,7 +10,11 @@ This runs inside a worker process (or in-process in tests). Timing:
 A mask over :data:`SLOW_MASK_NS` is also reported with the calling thread's CPU time inside it
 and the time CPython's cyclic collections took inside it (``slow_masks``: ``cpu_us``, the thread's
 time on a CPU, user and system, so that ``us`` well above it is time the thread waited: descheduled
-by a busy machine, or blocked in the kernel (a major page fault, reclaim; minor faults count as CPU); ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
+by a busy machine, or blocked in the kernel (a major page fault, reclaim; minor faults count as CPU);
+what the kernel's per-thread counters say of the same window: ``sys_us`` of the CPU time spent in
+the kernel (page faults, reclaim, compaction: tick-sampled, as ``getrusage`` splits it),
+``minor_faults`` and ``major_faults``, and ``preempted``, the involuntary context switches (the
+machine took the CPU away); ``full_gc_us`` for full, generation-2 collections, ``gc_us`` for
 collections of any generation; a collection runs inside whichever call allocates when a
 generation overflows, so its pause is part of that mask's time, and stays in it). A young
 collection can be as long as a full one: tuples and lists recycled from CPython's free lists do
@@ -22,6 +26,7 @@ from __future__ import annotations
 import gc
 from array import array
 from bisect import bisect_right
+from resource import RUSAGE_THREAD, getrusage
 from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
@@ -68,15 +73,23 @@ def _bit(row, token: int) -> bool:
 
 def _timed_mask(m, bitmask, tbm_us: array, slow: list | None) -> None:
     """Compute ``m``'s mask into ``bitmask`` row 0; append its time (µs) to ``tbm_us``, and its
-    interval and the thread's CPU time (ns) to ``slow`` when it took over :data:`SLOW_MASK_NS`
-    (the CPU clock is read before the wall clock starts, outside the time reported)."""
+    interval, the thread's CPU time (ns) and the kernel's thread counters before and after it to
+    ``slow`` when it took over :data:`SLOW_MASK_NS` (the counters and the CPU clock are read before
+    the wall clock starts, outside the time reported)."""
+    r0 = getrusage(RUSAGE_THREAD)
     c0 = thread_time_ns()
     t0 = perf_counter_ns()
     m.fill_bitmask(bitmask, 0)
     dt = perf_counter_ns() - t0
     if dt > SLOW_MASK_NS and slow is not None:     # the CPU clock read first: its window ends with the wall's
-        slow.append((t0, t0 + dt, thread_time_ns() - c0))
+        slow.append((t0, t0 + dt, thread_time_ns() - c0, r0, getrusage(RUSAGE_THREAD)))
     tbm_us.append(dt / 1e3)
+
+
+def _kernel_counts(r0, r1) -> dict:
+    """What the kernel's per-thread counters say of a slow mask's window (see the module)."""
+    return {"sys_us": round((r1.ru_stime - r0.ru_stime) * 1e6, 1), "minor_faults": r1.ru_minflt - r0.ru_minflt,
+            "major_faults": r1.ru_majflt - r0.ru_majflt, "preempted": r1.ru_nivcsw - r0.ru_nivcsw}
 
 
 def walk_instance(compiled, tokens: list[int], eos_ids, bitmask, tbm_us: array, slow: list | None = None) -> dict:
@@ -146,7 +159,7 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     # raw doubles, not a list of floats: a list is walked element by element by every full collection
     # of the cyclic GC, and those collections run inside the masks being timed
     tbm = array("d")
-    slow: list[tuple[int, int, int]] = []
+    slow: list[tuple] = []
     outcomes = []
     try:
         for inst in instances:
@@ -168,5 +181,6 @@ def evaluate_schema(engine, schema: Any, instances: list[dict]) -> dict:
     if slow:
         out["slow_masks"] = [{"us": round((b - a) / 1e3, 1), "cpu_us": round(c / 1e3, 1),
                               "full_gc_us": round(_gc_within(_FULL_GC, a, b) / 1e3, 1),
-                              "gc_us": round(_gc_within(_ANY_GC, a, b) / 1e3, 1)} for a, b, c in slow]
+                              "gc_us": round(_gc_within(_ANY_GC, a, b) / 1e3, 1), **_kernel_counts(r0, r1)}
+                             for a, b, c, r0, r1 in slow]
     return out
