@@ -270,3 +270,27 @@ def test_teacher_forced_entropy_and_top1_per_position():
         p = torch.softmax(ref.logits_for(prompt + sol[:j]).double(), -1)
         assert ent[j] == pytest.approx(float(-(p * p.log()).sum()), rel=1e-4)
         assert top1[j] == int(int(p.argmax()) == tok)
+
+
+def test_rows_branch_from_a_cursor_on_a_static_cache(smol_model, monkeypatch):
+    """Rows branched from a cursor whose sequence decodes on a static cache (the CUDA graphs'
+    cache, here eager on the CPU) give the logits a fresh dynamic-cache sequence gives for each
+    row's whole text: AdaDec's lookahead failed on a GPU when the cursor had no dynamic cache."""
+    from guidewire.runtime import HFModel
+
+    ids = smol_model.encode_prompt("Write a Python function that adds two numbers.")
+    monkeypatch.setattr(smol_model, "sequence", lambda: HFModel(smol_model.module, static=True))
+    ctx = SearchContext(smol_model, CodeTask(prompt="", stop=None), ids)
+    cur = Cursor(ctx)
+    assert cur.model.static_decoder is not None
+    prefix = [int(cur.logits.argmax())]
+    cur.goto(prefix)
+    rows = Rows(ctx, 3, cursor=cur)
+    rows.step([100, 200, 300])
+    checked = 0
+    for i, t in enumerate([100, 200, 300]):
+        ref = HFModel(smol_model.module, static=False).prefill(ids + prefix + [t], last_only=True)[-1]
+        assert rows.tokens[i] == [t]
+        assert float((rows.logits[i].float()[:ref.shape[-1]] - ref).abs().max()) <= 1e-3
+        checked += 1
+    assert checked == 3

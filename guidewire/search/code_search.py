@@ -297,7 +297,11 @@ class Rows:
 
             self._fit, self._module = fit_logits, module
             self._device = next(module.parameters()).device
-            self._cache = copy.deepcopy(model._cache)
+            static = model.static_decoder
+            if model._cache is None and static is not None:   # a static (CUDA graphs') cache: copy its positions
+                self._cache = static.to_dynamic(model.length)
+            else:
+                self._cache = copy.deepcopy(model._cache)
             self._cache.reorder_cache(torch.zeros(n, dtype=torch.long, device=self._device))
         else:
             self._hf = False
