@@ -167,13 +167,17 @@ class HFModel:
         other = HFModel.__new__(HFModel)
         other.module, other.vocab_size, other.device = self.module, self.vocab_size, self.device
         other._static = None
-        if self._static is not None:
-            other._cache = self._static.to_dynamic(len(self._tokens))
-        else:
-            other._cache = copy.deepcopy(self._cache)
+        other._cache = self.cache_copy()
         other._tokens = list(self._tokens)
         other.calls = 0
         return other
+
+    def cache_copy(self):
+        """A ``DynamicCache`` holding a copy of this sequence's positions (from the static cache
+        when it decodes on one), for a caller that goes on from here with a cache of its own."""
+        if self._static is not None:
+            return self._static.to_dynamic(len(self._tokens))
+        return copy.deepcopy(self._cache)
 
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` tokens."""

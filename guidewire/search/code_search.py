@@ -290,18 +290,12 @@ class Rows:
 
     def _from_cursor(self, cursor: "Cursor", n: int, module) -> None:
         model = cursor.model
-        if self._hf and hasattr(model, "_cache"):
-            import copy
-
+        if self._hf and hasattr(model, "cache_copy"):
             from ..runtime.model import fit_logits
 
             self._fit, self._module = fit_logits, module
             self._device = next(module.parameters()).device
-            static = model.static_decoder
-            if model._cache is None and static is not None:   # a static (CUDA graphs') cache: copy its positions
-                self._cache = static.to_dynamic(model.length)
-            else:
-                self._cache = copy.deepcopy(model._cache)
+            self._cache = model.cache_copy()    # from the static (CUDA graphs') cache too
             self._cache.reorder_cache(torch.zeros(n, dtype=torch.long, device=self._device))
         else:
             self._hf = False
