@@ -3,7 +3,6 @@ that change no mask and are removed afterwards."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -14,11 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from guidewire.core import allocate_token_bitmask  # noqa: E402
 from guidewire.grammar import compile_json_schema, tableslices, tabletrie  # noqa: E402
 from guidewire.maskbench.data import load_tokenizer  # noqa: E402
+from bench_scripts import load_bench  # noqa: E402
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "bench", "first_tables.py")
-_spec = importlib.util.spec_from_file_location("first_tables", _PATH)
-first_tables = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(first_tables)
+first_tables = load_bench("first_tables")
 
 SCHEMAS = {
     "a.json": ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},

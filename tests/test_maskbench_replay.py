@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -15,11 +14,9 @@ from guidewire.core import allocate_token_bitmask  # noqa: E402
 from guidewire.maskbench.data import load_tokenizer, tokenize_instances  # noqa: E402
 from guidewire.maskbench.data import load_case  # noqa: E402
 from guidewire.maskbench.engines import EngineContext, build_engine  # noqa: E402
+from bench_scripts import load_bench  # noqa: E402
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "bench", "maskbench_replay.py")
-_spec = importlib.util.spec_from_file_location("maskbench_replay", _PATH)
-replay_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(replay_mod)
+replay_mod = load_bench("maskbench_replay")
 
 SCHEMAS = {
     "a.json": ({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},

@@ -2,20 +2,15 @@
 the same samples, the peer's p99 from its own samples, and the slow-mask summaries (collections,
 CPU time) against sums written out by hand."""
 
-import importlib.util
 import json
 import os
 
 import numpy as np
-
-_PATH = os.path.join(os.path.dirname(__file__), "..", "bench", "maskbench_tail.py")
+from bench_scripts import load_bench
 
 
 def _tail_module():
-    spec = importlib.util.spec_from_file_location("maskbench_tail", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("maskbench_tail")
 
 
 def test_tail_of_a_run(tmp_path):
