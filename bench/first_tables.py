@@ -27,12 +27,14 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # the bench tools beside it
 
 from guidewire.grammar import compiled as _compiled  # noqa: E402
 from guidewire.grammar import dfamirror, native, tableslices, tabletrie  # noqa: E402
 from guidewire.maskbench.data import load_case, load_tokenizer, tokenize_instances  # noqa: E402
 from guidewire.maskbench.engines import EngineContext, build_engine  # noqa: E402
 from guidewire.maskbench.evaluate import evaluate_schema  # noqa: E402
+from maskbench_replay import ProbedEngine  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPENT: collections.Counter = collections.Counter()     # part -> seconds inside the current mask
@@ -76,7 +78,8 @@ def instrument():
 
 
 class _Probed:
-    """A matcher whose masks log ``(ms, {part: ms})`` to ``log``."""
+    """A matcher whose masks log ``(ms, {part: ms})`` to ``log`` (the probe of
+    :class:`maskbench_replay.ProbedEngine` here)."""
 
     def __init__(self, inner, log: list):
         self._inner, self._log = inner, log
@@ -91,27 +94,6 @@ class _Probed:
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
-
-
-class _ProbedEngine:
-    """An engine whose compiled grammars hand out :class:`_Probed` matchers."""
-
-    def __init__(self, engine, log: list):
-        self._engine, self._log = engine, log
-
-    def compile(self, schema):
-        """The wrapped engine's compile; its matchers probed."""
-        got = self._engine.compile(schema)
-        log = self._log
-
-        class _Compiled:
-            def matcher(self):
-                return _Probed(got.matcher(), log)
-
-        return _Compiled()
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
 
 
 def main(argv=None) -> int:
@@ -149,7 +131,7 @@ def _run(args) -> list[dict]:
     for name in args.schemas:
         case = load_case(os.path.join(args.data, name))
         log: list = []
-        out = evaluate_schema(_ProbedEngine(engine, log), case.schema, tokenize_instances(case, tok))
+        out = evaluate_schema(ProbedEngine(engine, log, _Probed), case.schema, tokenize_instances(case, tok))
         for i in sorted(range(len(log)), key=lambda j: -log[j][0])[:args.top]:
             rows.append({"schema": name, "status": out["status"], "mask": i, "ms": round(log[i][0], 2),
                          "parts_ms": log[i][1]})

@@ -65,25 +65,27 @@ class ProbedMatcher:
 
 
 class ProbedCompiled:
-    """A compiled grammar whose matchers are :class:`ProbedMatcher` s logging to ``log``."""
+    """A compiled grammar whose matchers are ``probe(matcher, log)`` (:class:`ProbedMatcher` s by
+    default) logging to ``log``."""
 
-    def __init__(self, compiled, log: list):
-        self._compiled, self._log = compiled, log
+    def __init__(self, compiled, log: list, probe=ProbedMatcher):
+        self._compiled, self._log, self._probe = compiled, log, probe
 
-    def matcher(self) -> ProbedMatcher:
+    def matcher(self):
         """The wrapped grammar's matcher, probed."""
-        return ProbedMatcher(self._compiled.matcher(), self._log)
+        return self._probe(self._compiled.matcher(), self._log)
 
 
 class ProbedEngine:
-    """An engine whose compiled grammars hand out :class:`ProbedMatcher` s logging to ``log``."""
+    """An engine whose compiled grammars hand out ``probe(matcher, log)`` matchers
+    (:class:`ProbedMatcher` s by default) logging to ``log``."""
 
-    def __init__(self, engine, log: list):
-        self._engine, self.log = engine, log
+    def __init__(self, engine, log: list, probe=ProbedMatcher):
+        self._engine, self.log, self._probe = engine, log, probe
 
     def compile(self, schema) -> ProbedCompiled:
         """The wrapped engine's compile, its matchers probed."""
-        return ProbedCompiled(self._engine.compile(schema), self.log)
+        return ProbedCompiled(self._engine.compile(schema), self.log, self._probe)
 
     def __getattr__(self, name):
         return getattr(self._engine, name)

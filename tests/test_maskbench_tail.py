@@ -8,9 +8,7 @@ import os
 import numpy as np
 from bench_scripts import load_bench
 
-
-def _tail_module():
-    return load_bench("maskbench_tail")
+tail_mod = load_bench("maskbench_tail")
 
 
 def test_tail_of_a_run(tmp_path):
@@ -28,7 +26,7 @@ def test_tail_of_a_run(tmp_path):
         f.write(json.dumps({"engine": "guidewire", "slow_masks": slow[:2]}) + "\n")
         f.write(json.dumps({"engine": "llguidance", "slow_masks": None}) + "\n")
         f.write(json.dumps({"engine": "guidewire", "slow_masks": slow[2:]}) + "\n")
-    out = _tail_module().tail(str(tmp_path))
+    out = tail_mod.tail(str(tmp_path))
     assert out["masks"] == 5000
     assert out["p99_us"] == round(float(np.percentile(ours, 99)), 1)
     assert out["max_us"] == 150_000.0 and out["over_20ms"] == 3 and out["over_100ms"] == 1
@@ -53,7 +51,7 @@ def test_tail_splits_kernel_time_from_the_engines(tmp_path):
             {"us": 30_000.0, "cpu_us": 2_000.0, "sys_us": 0.0, "minor_faults": 0, "preempted": 4, **k}]
     with open(tmp_path / "results.jsonl", "w") as f:
         f.write(json.dumps({"engine": "guidewire", "slow_masks": slow}) + "\n")
-    out = _tail_module().tail(str(tmp_path))
+    out = tail_mod.tail(str(tmp_path))
     assert out["slow_masks_over_20ms_on_cpu"] == 2
     # outside the kernel: 24 ms, 9 ms and 2 ms, so only the first is the engine's over 20 ms
     assert out["slow_masks_over_20ms_outside_kernel"] == 1
@@ -68,6 +66,6 @@ def test_runs_before_cpu_time_report_none(tmp_path):
     np.save(tmp_path / "samples" / "tbm_us_guidewire.npy", np.array([1.0, 30_000.0]))
     with open(tmp_path / "results.jsonl", "w") as f:
         f.write(json.dumps({"engine": "guidewire", "slow_masks": [{"us": 30_000.0, "full_gc_us": 0.0}]}) + "\n")
-    out = _tail_module().tail(str(tmp_path))
+    out = tail_mod.tail(str(tmp_path))
     assert out["slow_masks_recorded"] == 1 and "slow_masks_max_cpu_us" not in out
     assert "share_over_3x_llguidance_p99" not in out     # no peer samples: no ratio
