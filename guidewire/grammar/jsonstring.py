@@ -80,6 +80,17 @@ def relaxed_constructs(pattern: str, *, search: bool = True) -> list[str]:
     return list(dict.fromkeys(builder.relaxed))
 
 
+def literal_automaton(text: str) -> tuple[CharNFA, int, int]:
+    """Character automaton of exactly the string ``text``: a chain, one state per character."""
+    cnfa = CharNFA()
+    cur = start = cnfa.add_state()
+    for ch in text:
+        nxt = cnfa.add_state()
+        cnfa.add_chars(cur, nxt, ((ord(ch), ord(ch)),))
+        cur = nxt
+    return cnfa, start, cur
+
+
 def any_string_automaton() -> tuple[CharNFA, int, int]:
     """Character automaton of every string."""
     cnfa = CharNFA()
@@ -236,7 +247,7 @@ def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals, shared: dict
         nfa.edges[src].extend(first)
         nfa.add_bytes(src, back, 0x5C, 0x5C)
         return
-    raw = _minus(chars, _RAW_FORBIDDEN)
+    raw, letters, escaped = _spelling(chars)
     at = len(nfa.edges[src])
     if raw:
         nfa.add_chars(src, dst, raw)
@@ -244,16 +255,27 @@ def json_chars_into(nfa: NFA, src: int, dst: int, chars: Intervals, shared: dict
     if shared is not None:
         shared[key] = (tuple(nfa.edges[src][at:]), back)
     nfa.add_bytes(src, back, 0x5C, 0x5C)
-    for c, letter in _SHORT_ESCAPES.items():
-        if _contains(chars, c):
-            nfa.add_bytes(back, dst, letter, letter)
-    bmp = _intersect(chars, ((0, 0x1F), (0x7F, 0xFFFF)))   # printable ASCII is never \u-escaped
-    astral = _intersect(chars, ((0x10000, MAX_CP),))
-    if not bmp and not astral:
+    for letter in letters:
+        nfa.add_bytes(back, dst, letter, letter)
+    if escaped is None:
         return
     u = nfa.add_state()
     nfa.add_bytes(back, u, ord("u"), ord("u"))
-    nfa.add_template(u, dst, _escape_template(bmp, astral))
+    nfa.add_template(u, dst, escaped)
+
+
+@lru_cache(maxsize=256)  # a class's parts: its intervals twice and a template (see _escape_template)
+def _spelling(chars: Intervals):
+    """How one character of ``chars`` is spelled in a JSON string, by the class alone: ``(raw,
+    letters, escaped)``: the characters written raw (UTF-8), the letters of the short escapes
+    (``\\n``...) it holds, and the template of the hex digits after ``\\u`` (None when no character
+    is ``\\u``-escaped). A counted class (``[\\w.-]{0,254}``) is spelled once per count position:
+    the interval arithmetic on a Unicode class of hundreds of intervals was most of its compile."""
+    raw = _minus(chars, _RAW_FORBIDDEN)
+    letters = tuple(letter for c, letter in _SHORT_ESCAPES.items() if _contains(chars, c))
+    bmp = _intersect(chars, ((0, 0x1F), (0x7F, 0xFFFF)))   # printable ASCII is never \u-escaped
+    astral = _intersect(chars, ((0x10000, MAX_CP),))
+    return raw, letters, (_escape_template(bmp, astral) if bmp or astral else None)
 
 
 @lru_cache(maxsize=256)  # a template is at most a few thousand edges: bounded at a few MB

@@ -168,6 +168,7 @@ class _Builder:
         # backreference read as any text, atomic/possessive parts as ordinary ones)
         self.relax = relax
         self.relaxed: list[str] = []
+        self._charsets: dict = {}   # (op, repr(av), flags) -> Intervals: a class repeated {0,254} is made once
 
     def unsupported(self, what: str):
         raise UnsupportedFeatureError(f"{what} in regex {self.pattern!r} cannot be enforced by a finite automaton")
@@ -183,7 +184,13 @@ class _Builder:
     def charset(self, op, av, flags: int) -> Intervals:
         """The codepoints one character node matches, exactly as Python ``re`` does (IGNORECASE
         included: settled by ``re`` itself on the codepoints whose case can matter)."""
-        base = self._charset(op, av, flags)
+        if op is C.LITERAL:
+            base = ((av, av),)
+        else:
+            key = (op, repr(av), flags & (re.ASCII | re.DOTALL))
+            base = self._charsets.get(key)
+            if base is None:
+                base = self._charsets[key] = self._charset(op, av, flags)
         if not flags & re.IGNORECASE or op is C.ANY:
             return base
         key = (op, repr(av), flags & (re.IGNORECASE | re.ASCII))
