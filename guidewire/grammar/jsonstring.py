@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from .charset import MAX_CP, Intervals, complement, digit_dag, normalize
+from . import native
 from .regex import NFA, RegexFragment, _Builder, _reaches, parse
 
 MAX_PRODUCT_STATES = 60_000
@@ -43,11 +44,17 @@ class CharNFA:
         return len(self.eps)
 
     def add_state(self) -> int:
-        """A fresh state id."""
+        """A fresh state id (its lists untracked by the cyclic collector where the compiled module
+        is on, as :class:`~.regex.NFA`'s: a product of string constraints makes hundreds of
+        thousands, and full collections walking them were ~45% of such a compile)."""
         if len(self.eps) >= self.max_states:
             raise LimitExceededError(f"pattern automaton exceeds {self.max_states} states")
-        self.eps.append([])
-        self.edges.append([])
+        compiled = native.module()
+        if compiled is not None:
+            compiled.grow_states(self.eps, self.edges, 1)
+        else:
+            self.eps.append([])
+            self.edges.append([])
         return len(self.eps) - 1
 
     def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
