@@ -40,6 +40,50 @@ def normalize(ranges) -> Intervals:
     return tuple(res)
 
 
+def is_normal(iv) -> bool:
+    """Whether ``iv`` is as :func:`normalize` leaves it: sorted, disjoint, not adjacent, within the
+    code points and clear of the surrogates."""
+    prev = -2
+    for a, b in iv:
+        if a <= prev + 1 or b < a or (a <= SURROGATES[1] and b >= SURROGATES[0]):
+            return False
+        prev = b
+    return prev <= MAX_CP
+
+
+def intersect(x: Intervals, y: Intervals) -> Intervals:
+    """The code points in both ``x`` and ``y``: one merge pass where both are normal
+    (:func:`is_normal`; the result then is too), else :func:`intersect_reference`."""
+    if not (is_normal(x) and is_normal(y)):
+        return intersect_reference(x, y)
+    out = []
+    i = j = 0
+    nx, ny = len(x), len(y)
+    while i < nx and j < ny:
+        a, b = x[i]
+        c, d = y[j]
+        lo = a if a > c else c
+        hi = b if b < d else d
+        if lo <= hi:
+            out.append((lo, hi))
+        if b < d:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+def intersect_reference(x, y) -> Intervals:
+    """:func:`intersect` for any interval lists: every pair, then :func:`normalize` (the reference)."""
+    out = []
+    for a, b in x:
+        for c, d in y:
+            lo, hi = max(a, c), min(b, d)
+            if lo <= hi:
+                out.append((lo, hi))
+    return normalize(out)
+
+
 def complement(iv: Intervals) -> Intervals:
     """All Unicode scalar values not in ``iv``."""
     out = []

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..core.errors import LimitExceededError
-from .charset import MAX_CP, Intervals, complement, digit_dag, normalize
+from .charset import MAX_CP, Intervals, complement, digit_dag, intersect, normalize
 from . import native
 from .regex import NFA, RegexFragment, _Builder, _reaches, parse
 
@@ -336,13 +336,7 @@ def _contains(iv: Intervals, c: int) -> bool:
 
 
 def _intersect(x: Intervals, y: Intervals) -> Intervals:
-    out = []
-    for a, b in x:
-        for c, d in y:
-            lo, hi = max(a, c), min(b, d)
-            if lo <= hi:
-                out.append((lo, hi))
-    return normalize(out)
+    return intersect(x, y)
 
 
 def _minus(x: Intervals, y: Intervals) -> Intervals:
