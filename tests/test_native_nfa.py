@@ -19,6 +19,7 @@ import guidewire.grammar.fragments as fragments
 from guidewire.grammar import native
 from guidewire.grammar.fragments import analyse, analyse_python, capture, splice_lists
 from guidewire.grammar.lexer import ByteDFA, Terminal
+from guidewire.grammar.charset import normalize, utf8_template
 from guidewire.grammar.regex import NFA, RegexFragment, compile_into
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the compiled module is not built")
@@ -155,6 +156,77 @@ def test_splice_matches_the_python_copy():
 
     run()
     assert ran["n"] >= 100
+
+
+CLASSES = st.lists(st.tuples(st.integers(0, 0x10FFFF), st.integers(0, 300)), min_size=1, max_size=6).map(
+    lambda spans: normalize([(a, min(a + w, 0x10FFFF)) for a, w in spans]))
+
+
+def test_template_into_matches_the_python_copy():
+    ran = {"n": 0}
+
+    @settings(max_examples=150, **SETTINGS)
+    @given(st.lists(CLASSES, min_size=1, max_size=4), st.integers(0, 4))
+    def run(classes, prefix):
+        got, ref = NFA(), NFA()
+        for nfa in (got, ref):
+            for _ in range(prefix + 2):
+                nfa.add_state()
+        for chars in classes:   # several copies, each after the last
+            template = utf8_template(chars)
+            if not template or not any(template):
+                continue
+            for nfa in (got, ref):
+                base = len(nfa.eps)
+                nfa.reserve(len(template) - 1)
+                nfa._grow(len(template) - 1)
+                if nfa is got:
+                    native.module().template_into(got.edges, prefix, prefix + 1, base, template)
+                else:
+                    ref._add_template_python(prefix, prefix + 1, base, template)
+            ran["n"] += 1
+        assert got.eps == ref.eps and got.edges == ref.edges
+        assert not any(gc.is_tracked(e) for moves in got.edges for e in moves), "edges are untracked tuples"
+
+    run()
+    assert ran["n"] >= 200
+
+
+def test_freeze_lists_matches_the_python_freeze():
+    ran = {"n": 0}
+
+    @settings(max_examples=60, **SETTINGS)
+    @given(PATTERNS)
+    def run(pattern):
+        nfa = NFA()
+        compile_into(nfa, pattern, 0)
+        nfa.add_bytes(0, len(nfa.eps) - 1, 0x41, 0x5A)    # a tuple made in Python: tracked until frozen
+        want_eps, want_edges = tuple(tuple(e) for e in nfa.eps), tuple(tuple(e) for e in nfa.edges)
+        got_eps, got_edges = native.module().freeze_lists(nfa.eps), native.module().freeze_lists(nfa.edges)
+        assert (got_eps, got_edges) == (want_eps, want_edges)
+        assert not gc.is_tracked(got_eps) and not gc.is_tracked(got_edges)
+        assert not any(gc.is_tracked(m) for m in got_edges) and not any(gc.is_tracked(m) for m in got_eps)
+        ran["n"] += 1
+
+    run()
+    assert ran["n"] >= 50
+    holder = [1]
+    frozen = native.module().freeze_lists([[holder]])      # a list inside: the tuples stay tracked
+    assert frozen == (([1],),) and gc.is_tracked(frozen) and frozen[0][0] is holder
+    with pytest.raises(TypeError):
+        native.module().freeze_lists([1])
+
+
+def test_template_into_refuses_states_out_of_range():
+    into = native.module().template_into
+    edges = [[], []]
+    with pytest.raises(IndexError, match="out of range"):
+        into(edges, 0, 5, 2, (((0x41, 0x41, -1),),))
+    with pytest.raises(IndexError, match="out of range"):
+        into(edges, 0, 1, 2, (((0x41, 0x41, 1),), ((0x80, 0xBF, -1),)))     # node 1's state not grown
+    with pytest.raises(TypeError, match="edge"):
+        into(edges, 0, 1, 2, (((0x41, 0x41),),))
+    assert edges == [[], []]
 
 
 def test_splice_leaves_the_nfa_unchanged_on_a_bad_fragment():

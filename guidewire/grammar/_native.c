@@ -35,6 +35,8 @@ PyObject *native_trie_refs(PyObject *self, PyObject *args);
 PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 PyObject *native_splice(PyObject *self, PyObject *args);
 PyObject *native_grow_states(PyObject *self, PyObject *args);
+PyObject *native_template_into(PyObject *self, PyObject *args);
+PyObject *native_freeze_lists(PyObject *self, PyObject *lists);
 PyObject *native_untrack_nested(PyObject *self, PyObject *obj);
 PyObject *native_gc_free_list(PyObject *self, PyObject *unused);
 PyObject *native_fragment_facts(PyObject *self, PyObject *args);
@@ -918,6 +920,8 @@ static PyMethodDef methods[] = {
     {"gc_free_list", native_gc_free_list, METH_NOARGS, "A new empty list untracked by the cyclic GC (see _native_nfa.c)."},
     {"untrack_nested", native_untrack_nested, METH_O, "Untrack nested tuples of atoms from the cyclic GC; returns the argument (see _native_nfa.c)."},
     {"grow_states", native_grow_states, METH_VARARGS, "Append n fresh NFA states' lists, untracked by the cyclic GC (see _native_nfa.c)."},
+    {"freeze_lists", native_freeze_lists, METH_O, "A tuple of tuples of a list of lists, untracked where it can be (see _native_nfa.c)."},
+    {"template_into", native_template_into, METH_VARARGS, "Copy an acyclic byte automaton between two NFA states (see _native_nfa.c)."},
     {"splice", native_splice, METH_VARARGS, "Append a stored NFA fragment's states, shifted, to an NFA's lists (see _native_nfa.c)."},
     {"fragment_facts", native_fragment_facts, METH_VARARGS, "Liveness, cycle and path count of a closed NFA fragment (see _native_nfa.c)."},
     {"nfa_arrays", native_nfa_arrays, METH_VARARGS, "An NFA's edges and epsilon moves as int64 arrays (see _native_nfa.c)."},

@@ -14,6 +14,18 @@
  *     ran during its compile (up to ~340 ms each in a long-lived process). The reference (no
  *     compiled module) appends ordinary lists.
  *
+ * template_into(edges, src, dst, base, template) -> None
+ *     A copy of an acyclic byte automaton (charset.Template: node i's edges (lo, hi, child), child
+ *     -1 for the exit) from state ``src`` to ``dst``: node 0's edges are appended to edges[src],
+ *     node i's (i >= 1) to edges[base + i - 1] (states the caller has grown), child c >= 1 is state
+ *     base + c - 1 (0: src) and -1 is dst. The new edge tuples are untracked as splice's are. The
+ *     reference is regex.NFA._add_template_python.
+ *
+ * freeze_lists(lists) -> tuple
+ *     ``tuple(tuple(x) for x in lists)`` with every tuple of atoms (or of such tuples) in it
+ *     untracked as untrack_nested does: a frozen NFA's hundreds of thousands of per-state lists in
+ *     one pass. The reference is the generator in regex.NFA.freeze.
+ *
  * gc_free_list() -> list
  *     A new empty list untracked by the cyclic collector, for the append-only per-state arrays of a
  *     grammar (Earley sets, lexer states) that hold only atoms, untracked tuples and acyclic
@@ -145,6 +157,58 @@ fail:
     return NULL;
 }
 
+PyObject *native_template_into(PyObject *self, PyObject *args) {
+    PyObject *edges, *tmpl;
+    long long src, dst, base;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!LLLO", &PyList_Type, &edges, &src, &dst, &base, &tmpl)) return NULL;
+    if (seq_ok(tmpl, "template_into: template")) return NULL;
+    Py_ssize_t n = SEQ_LEN(tmpl), have = PyList_GET_SIZE(edges);
+    if (src < 0 || src >= have || dst < 0 || dst >= have || (n > 1 && (base < 0 || base + n - 1 > have))) {
+        PyErr_SetString(PyExc_IndexError, "template_into: a state is out of range");
+        return NULL;
+    }
+    PyObject *dst_obj = PyLong_FromLongLong(dst);
+    if (!dst_obj) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = SEQ_ITEM(tmpl, i);
+        if (seq_ok(node, "template_into: a node")) goto fail;
+        PyObject *out = PyList_GET_ITEM(edges, i == 0 ? (Py_ssize_t)src : (Py_ssize_t)(base + i - 1));
+        if (!PyList_Check(out)) {
+            PyErr_SetString(PyExc_TypeError, "template_into: a state's edges must be a list");
+            goto fail;
+        }
+        for (Py_ssize_t j = 0; j < SEQ_LEN(node); j++) {
+            PyObject *e = SEQ_ITEM(node, j);
+            long long lo, hi, child;
+            if (get_edge(e, &lo, &hi, &child)) goto fail;
+            if (child >= n) {
+                PyErr_SetString(PyExc_IndexError, "template_into: a child is out of range");
+                goto fail;
+            }
+            PyObject *t = child < 0 ? (Py_INCREF(dst_obj), dst_obj)
+                                    : PyLong_FromLongLong(child == 0 ? src : base + child - 1);
+            if (!t) goto fail;
+            PyObject *tup = PyTuple_New(3);
+            if (!tup) { Py_DECREF(t); goto fail; }
+            PyObject *a = PyTuple_GET_ITEM(e, 0), *b = PyTuple_GET_ITEM(e, 1);
+            Py_INCREF(a); Py_INCREF(b);
+            PyTuple_SET_ITEM(tup, 0, a);
+            PyTuple_SET_ITEM(tup, 1, b);
+            PyTuple_SET_ITEM(tup, 2, t);
+            untrack_int_tuple(tup);
+            int rc = PyList_Append(out, tup);
+            Py_DECREF(tup);
+            if (rc < 0) goto fail;
+        }
+    }
+    Py_DECREF(dst_obj);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(dst_obj);
+    return NULL;
+}
+
 /* 1 when ``o`` is not tracked on return (untracked here if it qualifies) */
 static int untrack_nested_rec(PyObject *o, int depth) {
     if (!PyObject_IS_GC(o)) return 1;
@@ -162,6 +226,22 @@ PyObject *native_untrack_nested(PyObject *self, PyObject *obj) {
     untrack_nested_rec(obj, 0);
     Py_INCREF(obj);
     return obj;
+}
+
+PyObject *native_freeze_lists(PyObject *self, PyObject *lists) {
+    (void)self;
+    if (seq_ok(lists, "freeze_lists")) return NULL;
+    Py_ssize_t n = SEQ_LEN(lists);
+    PyObject *out = PyTuple_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = SEQ_ITEM(lists, i);
+        PyObject *t = PySequence_Tuple(item);
+        if (!t) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, i, t);
+    }
+    untrack_nested_rec(out, 0);
+    return out;
 }
 
 PyObject *native_gc_free_list(PyObject *self, PyObject *unused) {

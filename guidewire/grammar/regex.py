@@ -69,12 +69,13 @@ class NFA:
         garbage collector stops tracking (a grammar's NFA has tens of thousands of states, and
         each tracked list lengthens every full collection: the pauses were most of the worst
         mask times). Adding states or edges afterwards raises ``AttributeError``."""
-        self.eps = tuple(tuple(e) for e in self.eps)
-        self.edges = tuple(tuple(e) for e in self.edges)
         compiled = native.module()
-        if compiled is not None:   # a tuple of tuples stays tracked otherwise (see untrack_nested)
-            compiled.untrack_nested(self.eps)
-            compiled.untrack_nested(self.edges)
+        if compiled is not None:   # in one C pass, untracked (a tuple of tuples stays tracked otherwise)
+            self.eps = compiled.freeze_lists(self.eps)
+            self.edges = compiled.freeze_lists(self.edges)
+        else:
+            self.eps = tuple(tuple(e) for e in self.eps)
+            self.edges = tuple(tuple(e) for e in self.edges)
 
     def truncate(self, size: int) -> None:
         """Forget every state from ``size`` on (a build that failed and added edges only from
@@ -110,10 +111,19 @@ class NFA:
         self.add_template(src, dst, template)
 
     def add_template(self, src: int, dst: int, template) -> None:
-        """A copy of an acyclic byte automaton (:data:`~.charset.Template`) from ``src`` to ``dst``."""
+        """A copy of an acyclic byte automaton (:data:`~.charset.Template`) from ``src`` to ``dst``
+        (in C where the compiled module is on: a counted Unicode class copies one per count)."""
         self.reserve(len(template) - 1)
         base = len(self.eps)
         self._grow(len(template) - 1)
+        compiled = native.module()
+        if compiled is not None:
+            compiled.template_into(self.edges, src, dst, base, template)
+        else:
+            self._add_template_python(src, dst, base, template)
+
+    def _add_template_python(self, src: int, dst: int, base: int, template) -> None:
+        """:meth:`add_template`'s edges after its states are grown (the reference of ``template_into``)."""
         ids = [src] + list(range(base, base + len(template) - 1))
         for i, node in enumerate(template):
             out = self.edges[ids[i]]
