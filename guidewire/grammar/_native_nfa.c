@@ -89,6 +89,20 @@ static int get_edge(PyObject *e, long long *lo, long long *hi, long long *t) {
            get_ll(PyTuple_GET_ITEM(e, 2), t, "edge target") ? -1 : 0;
 }
 
+/* a new untracked edge tuple (e's lo, e's hi, target): steals ``target``; NULL on failure */
+static PyObject *edge_to(PyObject *e, PyObject *target) {
+    if (!target) return NULL;
+    PyObject *tup = PyTuple_New(3);
+    if (!tup) { Py_DECREF(target); return NULL; }
+    PyObject *a = PyTuple_GET_ITEM(e, 0), *b = PyTuple_GET_ITEM(e, 1);
+    Py_INCREF(a); Py_INCREF(b);
+    PyTuple_SET_ITEM(tup, 0, a);
+    PyTuple_SET_ITEM(tup, 1, b);
+    PyTuple_SET_ITEM(tup, 2, target);
+    untrack_int_tuple(tup);   /* ints only: in no cycle, so no collection need walk it */
+    return tup;
+}
+
 PyObject *native_splice(PyObject *self, PyObject *args) {
     PyObject *eps, *edges, *s_eps, *s_edges;
     long long off;
@@ -130,16 +144,8 @@ PyObject *native_splice(PyObject *self, PyObject *args) {
             PyObject *e = SEQ_ITEM(src, j);
             long long lo, hi, t;
             if (get_edge(e, &lo, &hi, &t)) goto fail;
-            PyObject *v = PyLong_FromLongLong(t + off), *tup;
-            if (!v) goto fail;
-            tup = PyTuple_New(3);
-            if (!tup) { Py_DECREF(v); goto fail; }
-            PyObject *a = PyTuple_GET_ITEM(e, 0), *b = PyTuple_GET_ITEM(e, 1);
-            Py_INCREF(a); Py_INCREF(b);
-            PyTuple_SET_ITEM(tup, 0, a);
-            PyTuple_SET_ITEM(tup, 1, b);
-            PyTuple_SET_ITEM(tup, 2, v);
-            untrack_int_tuple(tup);   /* ints only: in no cycle, so no collection need walk it */
+            PyObject *tup = edge_to(e, PyLong_FromLongLong(t + off));
+            if (!tup) goto fail;
             PyList_SET_ITEM(lst, j, tup);
         }
     }
@@ -186,17 +192,9 @@ PyObject *native_template_into(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_IndexError, "template_into: a child is out of range");
                 goto fail;
             }
-            PyObject *t = child < 0 ? (Py_INCREF(dst_obj), dst_obj)
-                                    : PyLong_FromLongLong(child == 0 ? src : base + child - 1);
-            if (!t) goto fail;
-            PyObject *tup = PyTuple_New(3);
-            if (!tup) { Py_DECREF(t); goto fail; }
-            PyObject *a = PyTuple_GET_ITEM(e, 0), *b = PyTuple_GET_ITEM(e, 1);
-            Py_INCREF(a); Py_INCREF(b);
-            PyTuple_SET_ITEM(tup, 0, a);
-            PyTuple_SET_ITEM(tup, 1, b);
-            PyTuple_SET_ITEM(tup, 2, t);
-            untrack_int_tuple(tup);
+            PyObject *tup = edge_to(e, child < 0 ? (Py_INCREF(dst_obj), dst_obj)
+                                                 : PyLong_FromLongLong(child == 0 ? src : base + child - 1));
+            if (!tup) goto fail;
             int rc = PyList_Append(out, tup);
             Py_DECREF(tup);
             if (rc < 0) goto fail;
