@@ -22,8 +22,7 @@ import numpy as np
 
 from ..core.errors import LimitExceededError
 from .charset import MAX_CP, Intervals, complement, digit_dag, intersect, normalize
-from . import native
-from .regex import NFA, RegexFragment, _Builder, _reaches, parse
+from .regex import NFA, RegexFragment, _Builder, _reaches, grow_state_lists, parse
 
 MAX_PRODUCT_STATES = 60_000
 ANY: Intervals = complement(())
@@ -49,12 +48,7 @@ class CharNFA:
         thousands, and full collections walking them were ~45% of such a compile)."""
         if len(self.eps) >= self.max_states:
             raise LimitExceededError(f"pattern automaton exceeds {self.max_states} states")
-        compiled = native.module()
-        if compiled is not None:
-            compiled.grow_states(self.eps, self.edges, 1)
-        else:
-            self.eps.append([])
-            self.edges.append([])
+        grow_state_lists(self.eps, self.edges, 1)
         return len(self.eps) - 1
 
     def add_chars(self, src: int, dst: int, chars: Intervals) -> None:
@@ -280,8 +274,8 @@ def _spelling(chars: Intervals):
     the interval arithmetic on a Unicode class of hundreds of intervals was most of its compile."""
     raw = _minus(chars, _RAW_FORBIDDEN)
     letters = tuple(letter for c, letter in _SHORT_ESCAPES.items() if _contains(chars, c))
-    bmp = _intersect(chars, ((0, 0x1F), (0x7F, 0xFFFF)))   # printable ASCII is never \u-escaped
-    astral = _intersect(chars, ((0x10000, MAX_CP),))
+    bmp = intersect(chars, ((0, 0x1F), (0x7F, 0xFFFF)))   # printable ASCII is never \u-escaped
+    astral = intersect(chars, ((0x10000, MAX_CP),))
     return raw, letters, (_escape_template(bmp, astral) if bmp or astral else None)
 
 
@@ -335,9 +329,5 @@ def _contains(iv: Intervals, c: int) -> bool:
     return any(a <= c <= b for a, b in iv)
 
 
-def _intersect(x: Intervals, y: Intervals) -> Intervals:
-    return intersect(x, y)
-
-
 def _minus(x: Intervals, y: Intervals) -> Intervals:
-    return _intersect(x, complement(normalize(y)))
+    return intersect(x, complement(normalize(y)))

@@ -90,12 +90,7 @@ class NFA:
         collection during its compile."""
         if not isinstance(self.eps, list):
             raise AttributeError("the NFA is frozen: no state can be added")
-        compiled = native.module()
-        if compiled is not None:
-            compiled.grow_states(self.eps, self.edges, count)
-        else:
-            self.eps.extend([] for _ in range(count))
-            self.edges.extend([] for _ in range(count))
+        grow_state_lists(self.eps, self.edges, count)
 
     def add_state(self) -> int:
         """A fresh state id."""
@@ -133,6 +128,18 @@ class NFA:
     def add_bytes(self, src: int, dst: int, lo: int, hi: int) -> None:
         """An edge consuming one raw byte in ``[lo, hi]``."""
         self.edges[src].append((lo, hi, dst))
+
+
+def grow_state_lists(eps: list, edges: list, count: int) -> None:
+    """Append ``count`` fresh states' lists to an automaton's ``eps`` and ``edges`` (an :class:`NFA`'s
+    or a character automaton's): untracked by the cyclic collector with the compiled module
+    (``grow_states``: they hold only ints and tuples of ints), plain lists without it."""
+    compiled = native.module()
+    if compiled is not None:
+        compiled.grow_states(eps, edges, count)
+    else:
+        eps.extend([] for _ in range(count))
+        edges.extend([] for _ in range(count))
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,7 @@ class SchemaGrammarBuilder:
         """
         counted = min_len > 0 or max_len is not None
         # the outcome of a bounded build depends on the mode: part of the (cross-compile) key
-        key = ("s", tuple(patterns), min_len, max_len, tuple(sorted(exclude)) if exclude else None) + (
-            (self.fl.strict,) if counted else ())
+        key = _string_key(patterns, min_len, max_len, exclude) + ((self.fl.strict,) if counted else ())
         fl = self.fl
 
         def build(nfa):
@@ -181,7 +180,7 @@ class SchemaGrammarBuilder:
         def build(nfa):
             return json_string_into(nfa, literal_automaton(text))
 
-        key = ("s", (("^" + _rx_literal(text) + "$", True),), 0, None, None)
+        key = _string_key([("^" + _rx_literal(text) + "$", True)], 0, None, None)
         return self.term(key, "CONST", builder=build, sealed=SEALED_JSON_STRINGS)
 
     def key_term(self, name: str, family: int, priority: int) -> _Sym:
@@ -1263,6 +1262,12 @@ def _internal_ok(flat: dict, v) -> bool:
 def _dyadic(f: Fraction) -> bool:
     d = f.denominator
     return d & (d - 1) == 0
+
+
+def _string_key(patterns, min_len: int, max_len, exclude) -> tuple:
+    """The (cross-compile) terminal key of a JSON string lexeme: :meth:`SchemaGrammarBuilder.string_term`
+    and :meth:`~SchemaGrammarBuilder.string_const` build one terminal for equal keys."""
+    return ("s", tuple(patterns), min_len, max_len, tuple(sorted(exclude)) if exclude else None)
 
 
 def _jsonschema_multiple(instance, mult) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...core.errors import LimitExceededError
-from ..jsonstring import CharNFA, _intersect
+from ..charset import intersect as intersect_intervals
+from ..jsonstring import CharNFA
 
 MAX_PRODUCT = 50_000
 
@@ -35,7 +36,7 @@ def intersect(a: tuple[CharNFA, int, int], b: tuple[CharNFA, int, int]) -> tuple
             out.eps[sid].append(state(x, t))
         for iva, ta in na.edges[x]:
             for ivb, tb in nb.edges[y]:
-                iv = _intersect(iva, ivb)
+                iv = intersect_intervals(iva, ivb)
                 if iv:
                     out.add_chars(sid, state(ta, tb), iv)
     end = state(ea, eb)
