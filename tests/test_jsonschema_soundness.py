@@ -142,32 +142,43 @@ def test_max_length_10000_is_enforced_exactly(smollm2):
 
 
 def test_a_bound_too_long_for_the_automaton_names_the_pointer_or_relaxes_in_lenient_mode(smollm2):
-    schema = {"properties": {"bio": {"type": "string", "pattern": "^\\w*$", "maxLength": 3_000}}}
+    # bounds this close are unrolled whole (not elided): 3,000 copies of \w's ~820 NFA states
+    schema = {"properties": {"bio": {"type": "string", "pattern": "^\\w*$", "minLength": 2_900, "maxLength": 3_000}}}
     with pytest.raises(LimitExceededError) as info:
         compile_json_schema(schema, smollm2)
     msg = str(info.value)
     assert "#/properties/bio" in msg and "maxLength 3000" in msg and "lenient=True" in msg
     g = compile_json_schema(schema, smollm2, lenient=True)
     assert any("maxLength 3000 at #/properties/bio" in n and "not enforced" in n for n in g.notes)
-    short, long_, bad = {"bio": "x" * 20}, {"bio": "x" * 3_050}, {"bio": "x-y"}
+    short, long_, bad = {"bio": "x" * 2_950}, {"bio": "x" * 3_050}, {"bio": "x-y"}
     assert accepts(g, json.dumps(short)) and _validator(schema).is_valid(short)
     assert not accepts(g, json.dumps(bad))  # the pattern is still enforced
     # over-approximation: the mask accepts what the output check (jsonschema) then rejects
     assert accepts(g, json.dumps(long_)) and not _validator(schema).is_valid(long_)
 
 
+def test_a_long_max_length_is_elided_and_exact(smollm2):
+    """The same pattern under ``maxLength`` alone: its middle is elided, and the bound is exact."""
+    schema = {"properties": {"bio": {"type": "string", "pattern": "^\\w*$", "maxLength": 3_000}}}
+    g = compile_json_schema(schema, smollm2)
+    assert g._elision is not None and not g.notes
+    assert accepts(g, json.dumps({"bio": "x" * 3_000})) and not accepts(g, json.dumps({"bio": "x" * 3_001}))
+    assert not accepts(g, json.dumps({"bio": "x-y"}))
+
+
 def test_bounds_above_max_string_length_relax_in_lenient_mode(smollm2):
-    schema = {"type": "string", "maxLength": 50_000}
+    schema = {"type": "string", "minLength": 50_000}
     with pytest.raises(LimitExceededError, match="#"):
         compile_json_schema(schema, smollm2)
     g = compile_json_schema(schema, smollm2, lenient=True)
     assert g.notes and accepts(g, '"abc"')
+    assert not compile_json_schema({"type": "string", "maxLength": 50_000}, smollm2).notes   # elided, exact
 
 
 def test_a_relaxed_bound_is_not_reused_by_a_strict_compile(smollm2):
     """Fragments are shared across compiles by key: a lenient fallback must never stand in for the
     bounded automaton of a strict compile."""
-    schema = {"type": "string", "pattern": "^\\w*$", "maxLength": 2_500}
+    schema = {"type": "string", "pattern": "^\\w*$", "minLength": 2_400, "maxLength": 2_500}
     compile_json_schema(schema, smollm2, lenient=True)
     with pytest.raises(LimitExceededError):
         compile_json_schema(schema, smollm2)

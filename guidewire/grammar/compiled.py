@@ -24,6 +24,7 @@ from ..core.limits import DEFAULT_MASK_CACHE_BYTES, Fuel, Limits
 from ..core.vocab import Vocab
 from . import native
 from .earley import EarleyAutomaton
+from .elision import VIRTUAL_BASE, CounterElision
 from .layerfold import LayerFold
 from .lexer import DEAD, START, ByteDFA
 from .matcher import GrammarMatcher
@@ -151,6 +152,11 @@ class CompiledGrammar:
         # a lazily built lexer's counter positions far from their bounds: one table per run of layers
         fold = LayerFold(dfa, vocab_layout(vocab).max_len) if FOLD_COUNTERS and not self._rep.size else None
         self._fold = fold if fold is not None and fold.active else None
+        # long length counters built short, their middle carried as credit beside the lexer state
+        elision = CounterElision(dfa, vocab_layout(vocab).max_len, dfa.max_states)
+        self._elision = elision if elision.active else None
+        if self._elision is not None:   # its moved states are new states after an eager build too
+            self._builder.allow_growth(True)
         limits = limits if limits is not None else Limits()
         if mask_cache_bytes is not None:
             limits = replace(limits, mask_cache_bytes=mask_cache_bytes)
@@ -174,7 +180,8 @@ class CompiledGrammar:
         parser state built so far (transition rows, per-state arrays, Earley items)."""
         with self._lock:
             caches = self.cache_bytes()
-            return caches["masks"] + caches["tables"] + self.dfa.nbytes + self.earley.nbytes
+            total = caches["masks"] + caches["tables"] + self.dfa.nbytes + self.earley.nbytes
+            return total + (self._elision.nbytes if self._elision is not None else 0)
 
     def cache_bytes(self) -> dict:
         """Bytes accounted to the bounded memos: ``{"masks": ..., "tables": ...}``."""
@@ -221,6 +228,8 @@ class CompiledGrammar:
 
     def can_end(self, s: int, q: int) -> bool:
         """Whether the text that led to ``(s, q)`` is a complete sentence."""
+        if q >= VIRTUAL_BASE:
+            q = self._elision.real(q)[0]
         with self._lock:
             self._fuel.refill()
             return self._can_end(s, q)
@@ -241,6 +250,8 @@ class CompiledGrammar:
             return self._step_bytes(s, q, data)
 
     def _step_bytes(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
+        if self._elision is not None:
+            return self._step_elided(s, q, data)
         dfa = self.dfa
         for b in data:
             nq = dfa.step(q, b)
@@ -259,6 +270,36 @@ class CompiledGrammar:
             return None
         return s, self._project(s, q)
 
+    def _step_elided(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
+        """:meth:`_step_bytes` in a grammar with elided length counters (see :mod:`~.elision`): the
+        credit of the lexeme read so far rides along, is spent every ``depth`` bytes (and at the
+        end), and goes with a lexeme that ends."""
+        el, dfa = self._elision, self.dfa
+        q, credit = el.real(q)
+        depth, since = el.depth, 0
+        for b in data:
+            nq = dfa.step(q, b)
+            if nq == DEAD:
+                e = dfa.emit[q]
+                if e < 0:
+                    return None
+                s = self._scan(s, e)
+                if s < 0:
+                    return None
+                nq = dfa.step(START, b)
+                if nq == DEAD:
+                    return None
+                credit = ()
+            q = nq
+            since += 1
+            if since >= depth:     # never more than a token's bytes past the counters' run
+                q, credit = el.elide(q, credit)
+                since = 0
+        if q != START and not (dfa.alive[q] & self._x(s)):
+            return None
+        q, credit = el.elide(self._project(s, q), credit)
+        return s, el.virtual(q, credit)
+
     def _project(self, s: int, q: int) -> int:
         """Lexer state ``q`` less the sealed terminals parser state ``s`` does not expect (see
         :class:`~.projection.Projection`): the same mask, the same verdict on every token."""
@@ -269,6 +310,8 @@ class CompiledGrammar:
 
     def table(self, q: int) -> TokenTable:
         """The token table of lexer state ``q`` (built on first use, without impossible groups)."""
+        if q >= VIRTUAL_BASE:
+            q = self._elision.real(q)[0]
         with self._lock:
             self._fuel.refill()
             return self._table(q)
@@ -403,6 +446,8 @@ class CompiledGrammar:
 
     def mask(self, s: int, q: int) -> np.ndarray:
         """The int32 bitmask row for state ``(s, q)``, EOS bits included (cached, read-only)."""
+        if q >= VIRTUAL_BASE:      # a lexer state with elided length credit: the same mask as without
+            q = self._elision.real(q)[0]
         rep = self._rep_list
         key = s << 32 | (rep[q] if q < len(rep) else q)     # an int: hashed in C, never tracked by the GC
         if _GIL:

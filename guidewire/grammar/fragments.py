@@ -166,7 +166,7 @@ def capture(nfa: NFA, first: int, frag: RegexFragment, facts: FragmentFacts) -> 
     # per state two tuples (56 B each); per epsilon target a slot and an int; per edge a
     # 3-tuple with its ints and slot; a liveness byte; a counter's layer bytes
     size = (113 * len(eps) + 36 * sum(len(e) for e in eps) + 160 * sum(len(e) for e in edges)
-            + sum(120 + len(lay) + len(shape) for _lo, lay, shape in frag.layers))
+            + sum(120 + len(lay) + len(shape) for _lo, lay, shape, _elided in frag.layers))
     return StoredFragment(eps, edges, rel, facts, size)
 
 

@@ -25,6 +25,12 @@ from .charset import MAX_CP, Intervals, complement, digit_dag, intersect, normal
 from .regex import NFA, RegexFragment, _Builder, _reaches, grow_state_lists, parse
 
 MAX_PRODUCT_STATES = 60_000
+#: the longest token (in bytes) a counter is elided for when the vocabulary is not known
+ELIDE_TOKEN_BYTES = 256
+#: layers an elided counter keeps past its repeating run's start beyond two tokens' worth
+ELIDE_SLACK = 32
+#: the most characters past its floor a counter may take to settle into a repeating run
+ELIDE_MAX_SETTLE = 1024
 ANY: Intervals = complement(())
 _SHORT_ESCAPES = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 0x08: ord("b"), 0x0C: ord("f"),
                   0x0A: ord("n"), 0x0D: ord("r"), 0x09: ord("t")}
@@ -129,12 +135,77 @@ def excluding_automaton(names) -> tuple[CharNFA, int, int]:
     return cnfa, root, end
 
 
+def json_counted_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: int = 0,
+                      max_len: int | None = None, depth: int | None = ELIDE_TOKEN_BYTES) -> RegexFragment:
+    """:func:`json_string_into` with the length bounds ``min_len..max_len``, the middle of a long
+    counter elided for tokens of at most ``depth`` bytes (the vocabulary's longest; None: never
+    elided): where ``max_len - min_len`` passes twice the window (``2 * depth`` layers, plus the
+    pattern's longest way to its end and :data:`ELIDE_SLACK`), only the
+    layers up to ``top`` (the first layer of the counter's repeating run, plus the window) are
+    built, and the fragment's counter records the ``max_len - top`` layers left out; the compiled
+    grammar carries them as credit beside its lexer state (see :mod:`~.elision`). A counter whose
+    layers do not settle into one repeating shape within :data:`ELIDE_MAX_SETTLE` characters of
+    ``min_len`` is built whole, as without elision."""
+    if max_len is None or depth is None:
+        return json_string_into(nfa, automaton, min_len=min_len, max_len=max_len)
+    # the run must hold two tokens beyond its start, and the layers near the top where states die
+    # for want of room to finish (as many as the longest shortest way to an end) above them
+    window = 2 * depth + _longest_finish(automaton) + ELIDE_SLACK
+    if max_len - min_len <= 2 * window:
+        return json_string_into(nfa, automaton, min_len=min_len, max_len=max_len)
+    mark = len(nfa)
+    top = min_len + window
+    while True:
+        frag = json_string_into(nfa, automaton, min_len=min_len, max_len=top, elided=max_len - top)
+        start = repeating_from(np.frombuffer(frag.layers[0][2], dtype=np.int32)) if frag.layers else top
+        if start + window <= top:
+            return frag
+        nfa.truncate(mark)
+        top = start + window
+        if top - min_len > ELIDE_MAX_SETTLE + window or max_len - top <= window:
+            return json_string_into(nfa, automaton, min_len=min_len, max_len=max_len)
+
+
+def _longest_finish(automaton: tuple[CharNFA, int, int]) -> int:
+    """The most characters any state of the automaton needs at least to reach its end (states that
+    cannot reach it left out)."""
+    cnfa, _start, end = automaton
+    back: list[list[tuple[int, int]]] = [[] for _ in range(len(cnfa))]    # target -> (source, cost)
+    for c in range(len(cnfa)):
+        for t in cnfa.eps[c]:
+            back[t].append((c, 0))
+        for _chars, t in cnfa.edges[c]:
+            back[t].append((c, 1))
+    dist = {end: 0}
+    queue = deque([end])
+    while queue:        # 0-1 breadth-first search backwards from the end
+        t = queue.popleft()
+        for c, cost in back[t]:
+            d = dist[t] + cost
+            if d < dist.get(c, d + 1):
+                dist[c] = d
+                queue.appendleft(c) if cost == 0 else queue.append(c)
+    return max(dist.values())
+
+
+def repeating_from(shape: np.ndarray) -> int:
+    """The first layer of the run of layers of one shape that ends just below the top layer
+    (``shape``: per layer, its shape number; the top layer, which reads nothing more, is apart)."""
+    below = shape[:-1]
+    if below.size == 0:
+        return 0
+    other = np.flatnonzero(below != below[-1])
+    return int(other[-1]) + 1 if other.size else 0
+
+
 def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: int = 0,
-                     max_len: int | None = None, quoted: bool = True) -> RegexFragment:
+                     max_len: int | None = None, quoted: bool = True, elided: int = 0) -> RegexFragment:
     """Add the JSON spellings of the automaton's strings, with ``min_len..max_len`` characters.
 
     The length counter is intersected with the character automaton (product states are
     bounded by :data:`MAX_PRODUCT_STATES`). With ``quoted`` the surrounding ``"`` are included.
+    ``elided``: layers left out of the counter's middle (see :func:`json_counted_into`), recorded
+    in its :attr:`~.regex.RegexFragment.layers` entry.
     """
     cnfa, c_start, c_end = automaton
     cap = max_len if max_len is not None else min_len
@@ -191,7 +262,7 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
             spans.append((mark, len(nfa), k))
     # a state reading any characters to the end, past the length floor, takes every spelled rest
     marked = tuple(sorted(sid for (c, k), sid in index.items() if c in universal and k >= min_len))
-    layers = ((_counter_layers(first, len(nfa), index, spans, min_len, max_len, universal),)
+    layers = (((*_counter_layers(first, len(nfa), index, spans, min_len, max_len, universal), elided),)
               if cap >= 2 else ())
     return RegexFragment(first, final, False, (not quoted) and _reaches(nfa, first, final), marked, layers)
 

@@ -46,7 +46,7 @@ class LayerFold:
         self.depth = depth
         self._families = []     # (first NFA id, per-state layer array) of the counters deep enough to fold
         self._tops = []         # per family: its last layer
-        for lo, raw, shape in dfa.layers:
+        for lo, raw, shape, _elided in dfa.layers:
             layer = np.frombuffer(raw, dtype=np.int32)
             top = int(layer.max()) if layer.size else -1
             if top > depth + 1:
@@ -78,16 +78,8 @@ class LayerFold:
         """The fold of the NFA state set ``nfa_set`` (sorted ids) as a set, or None if no counter
         of it can shift."""
         if self._fam is None:
-            dfa = self.dfa
-            fam = np.full(len(dfa.nfa.eps), -1, dtype=np.int32)
-            for f, (lo, layer, _shape) in enumerate(self._families):
-                fam[lo + np.flatnonzero(layer >= 0)] = f
-            self._fam = fam
-            # per NFA state, what the lexer reads there: live 1, accepting 2, universal 4
-            readings = np.frombuffer(dfa.live, dtype=np.uint8).copy()
-            readings[list(dfa.accept_of)] |= 2
-            readings[list(dfa._universal)] |= 4
-            self._readings = readings
+            self._fam = family_of(self.dfa, [(lo, layer) for lo, layer, _shape in self._families])
+            self._readings = nfa_readings(self.dfa)
         states = np.fromiter(nfa_set, dtype=np.int64, count=len(nfa_set))
         fams = self._fam.take(states)
         if not (fams >= 0).any():
@@ -132,6 +124,23 @@ class LayerFold:
         return p, True
 
 
+def family_of(dfa: ByteDFA, families) -> np.ndarray:
+    """Per NFA state, the index of the counter (``(lo, layer)`` in ``families``) it belongs to, -1
+    outside them."""
+    fam = np.full(len(dfa.nfa.eps), -1, dtype=np.int32)
+    for f, (lo, layer) in enumerate(families):
+        fam[lo + np.flatnonzero(layer >= 0)] = f
+    return fam
+
+
+def nfa_readings(dfa: ByteDFA) -> np.ndarray:
+    """Per NFA state, what the lexer reads there: live 1, accepting 2, universal 4."""
+    readings = np.frombuffer(dfa.live, dtype=np.uint8).copy()
+    readings[list(dfa.accept_of)] |= 2
+    readings[list(dfa._universal)] |= 4
+    return readings
+
+
 class _Runs:
     """One counter's layers in order, and which consecutive layers are uniform: checked a block of
     :data:`FOLD_BLOCK` layers at a time, as folds need them (see the module)."""
@@ -165,7 +174,22 @@ class _Runs:
         j = kmin - a
         if j <= 0:
             return None
+        return self.shift_by(local, lay, j)
+
+    def shift_by(self, local: np.ndarray, lay: np.ndarray, j: int) -> np.ndarray:
+        """This counter's states ``local`` (offsets from its first id, in layers ``lay``) each moved
+        ``j`` layers down to the state at its place there (the caller knows the layers uniform)."""
         return self.ids.take(self.seg.take(lay - j) + self.slot.take(local))
+
+    def last_run(self) -> tuple[int, int]:
+        """``(a, m)``: the last (highest) run of uniform layers ``a .. m``, ``(0, 0)`` if none (every
+        block checked, where folds look at a few: see :meth:`_run_start`)."""
+        pairs = np.concatenate([self._block(c) for c in range((self.top + FOLD_BLOCK - 1) // FOLD_BLOCK)] or
+                               [np.zeros(0, dtype=bool)])[:self.top]
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], pairs.astype(np.int8), [0]))))
+        if not edges.size:
+            return 0, 0
+        return int(edges[-2]), int(edges[-1])       # pairs a .. m - 1: layers a .. m
 
     def _run_start(self, kmin: int, m: int) -> int:
         """The first layer of the run of uniform layers that ends at ``m``, looked for down to layer

@@ -126,7 +126,7 @@ class ByteDFA(CompiledBuild):
         # universal NFA state -> its epsilon closure (live states only); and as arrays for C
         self._universal = {u: int_key(self._closure_dfs(u)) for u in sorted(set(universal)) if self.live[u]}
         self._univ_table: tuple[np.ndarray, np.ndarray] | None = None
-        self.layers: tuple[tuple[int, bytes, bytes], ...] = tuple(layers)
+        self.layers: tuple[tuple[int, bytes, bytes, int], ...] = tuple(layers)
         self._intern(frozenset())
         self.trans[DEAD] = DEAD
         self.row_done[DEAD] = True

@@ -150,17 +150,18 @@ class RegexFragment:
     is in the language (a JSON string's body after an unanchored pattern has matched; see
     :func:`~.jsonstring.json_string_into`); the lexer drops the fragment's other states from a
     set holding one of them (see :meth:`~.lexer.ByteDFA._closure`). ``layers``: the fragment's
-    length counters, each ``(lo, layer, shape)``: NFA states ``lo ..`` and, per state, the count of
-    characters read before it (int32 bytes, -1 outside the counter), and per count the shape of its
+    length counters, each ``(lo, layer, shape, elided)``: NFA states ``lo ..`` and, per state, the count
+    of characters read before it (int32 bytes, -1 outside the counter), per count the shape of its
     layer (int32 bytes; see :func:`~.jsonstring._counter_layers`), so that token tables can be
-    shared between count positions far from the bounds (see :mod:`~.layerfold`)."""
+    shared between count positions far from the bounds (see :mod:`~.layerfold`), and how many
+    layers were left out of its middle (see :mod:`~.elision`; 0: none)."""
 
     start: int
     end: int
     has_lazy: bool
     nullable: bool
     universal: tuple[int, ...] = ()
-    layers: tuple[tuple[int, bytes, bytes], ...] = ()
+    layers: tuple[tuple[int, bytes, bytes, int], ...] = ()
 
 
 def parse(pattern: str, flags: int = 0):

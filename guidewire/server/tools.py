@@ -123,10 +123,22 @@ def compile_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
     (``GUIDEWIRE_TOOL_CACHE_BYTES``) in all.
     """
     key = (json.dumps(list(tools), sort_keys=True), parallel, vocab.content_hash)
-    return _CACHE.get_or_build(key, lambda: _build_tool_grammar(tools, vocab, parallel=parallel))
+    return _CACHE.get_or_build(key, lambda: _build_elided(tools, vocab, parallel=parallel))
 
 
-def _build_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
+def _build_elided(tools: Sequence[dict], vocab, *, parallel: bool):
+    """The tool grammar with long ``maxLength`` counters elided for the vocabulary's tokens, or
+    built whole where a counter's run is too short for them (as ``compile_json_schema`` does)."""
+    from ..grammar.elision import ElisionRefusedError
+    from ..grammar.vocabindex import vocab_layout
+
+    try:
+        return _build_tool_grammar(tools, vocab, parallel=parallel, token_depth=vocab_layout(vocab).max_len)
+    except ElisionRefusedError:
+        return _build_tool_grammar(tools, vocab, parallel=parallel, token_depth=None)
+
+
+def _build_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool, token_depth: int | None):
     from ..grammar.jsonschema import JsonSchemaOptions
     from ..grammar.jsonschema.emit import SchemaGrammarBuilder
     from ..grammar.jsonschema.flatten import Flattener
@@ -136,7 +148,8 @@ def _build_tool_grammar(tools: Sequence[dict], vocab, *, parallel: bool):
     notes: list[str] = []
     flattener = Flattener(Resolver(root), draft_of(root), strict=True, notes=notes)
     b = SchemaGrammarBuilder(flattener, _validator(root), JsonSchemaOptions(separators=SEPARATORS,
-                                                                             extra_properties=False))
+                                                                             extra_properties=False),
+                             token_depth)
     body = b.value(root, "#", 0)
     if body is None:
         from ..core.errors import UnsatisfiableGrammarError

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from ...core.errors import UnsatisfiableGrammarError
 from ...core.lazydeps import import_jsonschema
+from ..elision import ElisionRefusedError
 from ..precompute import precompute_hubs
+from ..vocabindex import vocab_layout
 from .emit import SchemaGrammarBuilder
 from .enumfold import fold_enum_branches
 from .flatten import Flattener
@@ -74,17 +76,26 @@ def compile_json_schema(schema, vocab, **options):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
     root = load_schema(schema)
-    notes: list[str] = []
-    resolver = Resolver(root)
-    flattener = Flattener(resolver, draft_of(root), strict=not opts.lenient, notes=notes)
-    builder = SchemaGrammarBuilder(flattener, _validator(root, flattener), opts)
-    sym = builder.value(root, "#", 0)
-    if sym is None:
-        raise UnsatisfiableGrammarError("the schema admits no JSON value")
-    grammar = builder.build(sym, vocab, source=json.dumps(root)[:10_000])
+    try:
+        grammar, notes = _build(root, vocab, opts, vocab_layout(vocab).max_len)
+    except ElisionRefusedError:     # a counter's run too short for this vocabulary: unrolled whole
+        grammar, notes = _build(root, vocab, opts, None)
     grammar.notes = tuple(dict.fromkeys(notes))
     grammar.precomputed = precompute_hubs(grammar)     # many dear hubs on a large vocabulary only
     return grammar
+
+
+def _build(root, vocab, opts: JsonSchemaOptions, token_depth: int | None):
+    """``(grammar, notes)`` of the loaded schema ``root``, long length counters elided for tokens of
+    at most ``token_depth`` bytes (None: built whole)."""
+    notes: list[str] = []
+    resolver = Resolver(root)
+    flattener = Flattener(resolver, draft_of(root), strict=not opts.lenient, notes=notes)
+    builder = SchemaGrammarBuilder(flattener, _validator(root, flattener), opts, token_depth)
+    sym = builder.value(root, "#", 0)
+    if sym is None:
+        raise UnsatisfiableGrammarError("the schema admits no JSON value")
+    return builder.build(sym, vocab, source=json.dumps(root)[:10_000]), notes
 
 
 #: an enum of at least this many values is tested by a set of canonical keys (see _validator)

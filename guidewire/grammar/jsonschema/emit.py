@@ -17,8 +17,8 @@ from functools import partial
 
 from ...core.errors import LimitExceededError, UnsupportedFeatureError
 from ..frontend import TerminalSpec, assemble
-from ..jsonstring import (any_string_automaton, excluding_automaton, json_string_into, literal_automaton,
-                          pattern_automaton)
+from ..jsonstring import (any_string_automaton, excluding_automaton, json_counted_into, json_string_into,
+                          literal_automaton, pattern_automaton)
 from ..regex import RegexFragment, literal_into
 from . import numbers
 from .complement import complement_automaton, pattern_matches
@@ -50,8 +50,10 @@ class _Sym:
 class SchemaGrammarBuilder:
     """Accumulates terminals and rules while walking a schema; :meth:`build` compiles them."""
 
-    def __init__(self, flattener: Flattener, root_validator, options):
+    def __init__(self, flattener: Flattener, root_validator, options, token_depth: int | None = None):
         self.fl = flattener
+        # the vocabulary's longest token in bytes: long length counters are elided for it (None: built whole)
+        self.token_depth = token_depth
         self.validator = root_validator
         self.opt = options
         self.terms: list[TerminalSpec] = []
@@ -137,8 +139,8 @@ class SchemaGrammarBuilder:
         """
         counted = min_len > 0 or max_len is not None
         # the outcome of a bounded build depends on the mode: part of the (cross-compile) key
-        key = _string_key(patterns, min_len, max_len, exclude) + ((self.fl.strict,) if counted else ())
-        fl = self.fl
+        key = _string_key(patterns, min_len, max_len, exclude) + ((self.fl.strict, self.token_depth) if counted else ())
+        fl, depth = self.fl, self.token_depth
 
         def build(nfa):
             autos = [pattern_automaton(p[0], search=p[1]) if len(p) == 2 else
@@ -155,7 +157,7 @@ class SchemaGrammarBuilder:
                 return json_string_into(nfa, auto)
             mark = len(nfa)
             try:
-                return json_string_into(nfa, auto, min_len=min_len, max_len=max_len)
+                return json_counted_into(nfa, auto, min_len=min_len, max_len=max_len, depth=depth)
             except LimitExceededError as exc:
                 where = pointer or "#"
                 bounds = f"minLength {min_len}/maxLength {max_len}" if max_len is not None else f"minLength {min_len}"
@@ -592,16 +594,15 @@ class SchemaGrammarBuilder:
         lo, hi = flat.get("minLength", 0), flat.get("maxLength")
         if hi is not None and lo > hi:
             return None
-        for keyword, n in (("maxLength", hi), ("minLength", lo)):
-            if n is not None and n > self.opt.max_string_length:
-                if self.fl.strict:
-                    raise LimitExceededError(f"{keyword} {n} at {pointer} exceeds the limit "
-                                             f"{self.opt.max_string_length} (max_string_length=; or compile with "
-                                             f"lenient=True to leave it to the output check)")
-                self.fl.notes.append(f"{keyword} {n} at {pointer} is not enforced by the mask (above "
-                                     f"max_string_length={self.opt.max_string_length}); a value of another length "
-                                     f"is only caught by validating the output")
-                lo, hi = (lo, None) if keyword == "maxLength" else (0, hi)
+        if lo > self.opt.max_string_length:     # a long maxLength is elided instead (see json_counted_into)
+            if self.fl.strict:
+                raise LimitExceededError(f"minLength {lo} at {pointer} exceeds the limit "
+                                         f"{self.opt.max_string_length} (max_string_length=; or compile with "
+                                         f"lenient=True to leave it to the output check)")
+            self.fl.notes.append(f"minLength {lo} at {pointer} is not enforced by the mask (above "
+                                 f"max_string_length={self.opt.max_string_length}); a value of another length "
+                                 f"is only caught by validating the output")
+            lo = 0
         patterns = list(flat.get("x-patterns", [])) + [(p, search, True) for p, search in flat.get("x-antipatterns", [])]
         excluded = sorted(set(flat.get("x-exclude", [])) | set(exclude)) or None
         if hi is None and not patterns and self.opt.default_max_length is not None:  # generation mode
