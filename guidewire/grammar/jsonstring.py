@@ -237,13 +237,19 @@ def json_string_into(nfa: NFA, automaton: tuple[CharNFA, int, int], *, min_len: 
     else:
         nfa.eps[first].append(begin)
     spans: list[tuple[int, int, int]] = []     # (first, end, count) of the states each item made
-    k = 0
+    k, started = 0, -1
     while work:
         queue = work.get(k)
         if not queue:
             work.pop(k, None)
             k += 1
             continue
+        if started != k:
+            # a layer's states reached from the one before are taken in order of character state:
+            # two layers reaching the same set then make the next in the same order (else the
+            # order can rotate for ever, and no two layers would have one shape)
+            queue = work[k] = deque(sorted(queue))
+            started = k
         c = queue.popleft()
         sid = index[(c, k)]
         mark = len(nfa)
