@@ -8,17 +8,19 @@ left out. Its NFA alone accepts at most ``top`` characters; the compiled grammar
 
 *Credit.* A lexer state inside an elided counter's lexeme is carried with the layers the counter
 has skipped so far (``used``, at most ``E``). After each step (a token, and every ``depth`` bytes
-of a longer input) the counter's states at layers ``k > a`` move down ``j = min(E - used, k - a)``
-layers and ``used`` grows by ``j``: the real count ``k + used`` is unchanged, and so is the real
-room left, ``(top - k) + (E - used)``.
+of a longer input), a counter whose states reach within a token of the run's last layer ``m``
+(``kmax + depth > m``) moves down ``j = min(E - used, kmin - a)`` layers and ``used`` grows by
+``j``: the real count ``k + used`` is unchanged, and so is the real room left,
+``(top - k) + (E - used)``. Between moves the counter walks the lexer's own states, whose classes
+and tables a whole counter would have used too.
 
-*Exactness.* Layers ``a .. m`` (the counter's last run, past its floor) are uniform (built by the same steps, checked on the NFA as
-:mod:`~.layerfold` does), so a state moved down within them reads every byte string as before,
-but for where the top is. While credit is left the counter sits at layer ``a`` at most (or below,
-before its run), and a token (``depth`` bytes at most, so at most ``depth`` characters) reaches at
-most layer ``a + depth + 1 <= m``, inside the run: neither the NFA's top nor the real bound is in reach,
-and every reading (lexemes, alive terminals) is the same. Once the credit is spent, the NFA's room
-is the real room. So masks and token tables depend on the lexer state alone, never on the credit,
+*Exactness.* Layers ``a .. m`` (the counter's last run, past its floor) are uniform (built by the
+same steps, checked on the NFA as :mod:`~.layerfold` does), so a state moved down within them reads
+every byte string as before, but for where the top is. While credit is left the counter sits at
+least a token below ``m`` after each step (a move lands at ``a + 1`` at most, and
+``a + depth + 2 <= m``), so a token (``depth`` bytes at most, so at most ``depth`` characters)
+stays inside the run: neither the NFA's top nor the real bound is in reach, and every reading
+(lexemes, alive terminals) is the same. Once the credit is spent, the NFA's room is the real room. So masks and token tables depend on the lexer state alone, never on the credit,
 and are shared as before. Each elided counter must have ``a + 2 * depth + 2 <= m`` for the
 vocabulary's longest token (``depth`` bytes); a grammar where it does not is refused
 (:class:`ElisionRefusedError`, and :func:`~.jsonschema.compile_json_schema` builds it whole).
@@ -137,8 +139,10 @@ class CounterElision:
         out = []
         for f in np.unique(fams[fams >= 0]).tolist():
             lay = self._layer[f].take(states[fams == f] - self._lo[f])
-            kmin = int(lay.min())
-            if self._start[f] < kmin and int(lay.max()) <= self._end[f]:     # inside the run, past its start
+            kmin, kmax = int(lay.min()), int(lay.max())
+            # inside the run, past its start, and a token from its end: moved back only then, so
+            # the counter walks the lexer's own states (their classes and tables) most of the way
+            if self._start[f] < kmin and self._end[f] - self.depth < kmax <= self._end[f]:
                 out.append((f, kmin))
         if len(self._plans) * PLAN_ENTRY_BYTES > PLAN_MEMO_BYTES:
             self._plans.clear()
