@@ -230,7 +230,7 @@ def test_the_real_vocabularies_compile_huge_bounds(smollm2, gemma3):
         for hi in (32767, 2**31 - 1):
             schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": hi}}, "required": ["s"]}
             g = compile_json_schema(schema, vocab)
-            assert g._elision is not None and len(g.dfa.nfa.eps) < 5000
+            assert g._elision is not None and len(g.dfa.nfa.eps) < 10_000
             text = '{"s": "' + _body(rng, 3000) + '"}'
             assert _accepts(g, _tokenize(vocab, text.encode()))
 
