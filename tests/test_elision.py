@@ -21,6 +21,7 @@ from guidewire.core.vocab import Vocab
 from guidewire.grammar import compile_json_schema, compiled, elision, jsonstring
 from guidewire.grammar.fragments import STORE
 from guidewire.grammar.jsonschema import JsonSchemaOptions, _build, emit
+from test_layerfold import _favoured, counted_object
 from test_projection import _walk_from
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -120,25 +121,14 @@ def test_documents_around_the_bounds_match_jsonschema(monkeypatch):
     assert ran == 31 and 16 <= valid < ran and virtual > 1000, (ran, valid, virtual)
 
 
+def _long_bounds(draw) -> dict:
+    lo = draw(st.sampled_from([0, 0, 1, 7]))
+    return {"minLength": lo, "maxLength": lo + draw(st.integers(100, 260))}
+
+
 @st.composite
 def counted_schemas(draw):
-    props = {}
-    for k in range(draw(st.integers(1, 2))):
-        lo = draw(st.sampled_from([0, 0, 1, 7]))
-        sub = {"type": "string", "minLength": lo, "maxLength": lo + draw(st.integers(100, 260))}
-        pattern = draw(st.sampled_from(PATTERNS))
-        if pattern is not None:
-            sub["pattern"] = pattern
-        props[f"p{k}"] = sub
-    if draw(st.booleans()):
-        props["free"] = {"type": "string"}
-    return {"type": "object", "properties": props}
-
-
-def _favoured(vocab) -> np.ndarray:
-    """String-body tokens (no quote, no brackets): walks type long strings up to their bounds."""
-    keep = set(b"abcxyz1-_ \\u00e9") | set(range(0x80, 0x100))
-    return np.array([i for i, t in enumerate(vocab.token_bytes) if t and set(t) <= keep])
+    return counted_object(draw, draw(st.integers(1, 2)), _long_bounds, PATTERNS)
 
 
 def test_elided_masks_equal_whole_along_random_walks(monkeypatch):

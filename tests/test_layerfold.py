@@ -41,20 +41,31 @@ def _compile(schema, vocab, monkeypatch, fold: bool):
     return g
 
 
-@st.composite
-def counted_schemas(draw):
+def counted_object(draw, count: int, bounds, patterns) -> dict:
+    """An object schema of ``count`` counted string properties (``bounds(draw)`` gives each one's
+    ``minLength``/``maxLength``, a pattern is drawn from ``patterns``) and maybe a free string."""
     props = {}
-    for k in range(draw(st.integers(1, 3))):
-        sub = {"type": "string", "maxLength": draw(st.integers(14, 40))}
-        if draw(st.booleans()):
-            sub["minLength"] = draw(st.integers(1, 9))
-        pattern = draw(st.sampled_from(PATTERNS))
+    for k in range(count):
+        sub = {"type": "string", **bounds(draw)}
+        pattern = draw(st.sampled_from(patterns))
         if pattern is not None:
             sub["pattern"] = pattern
         props[f"p{k}"] = sub
     if draw(st.booleans()):
         props["free"] = {"type": "string"}
     return {"type": "object", "properties": props}
+
+
+def _short_bounds(draw) -> dict:
+    out = {"maxLength": draw(st.integers(14, 40))}
+    if draw(st.booleans()):
+        out["minLength"] = draw(st.integers(1, 9))
+    return out
+
+
+@st.composite
+def counted_schemas(draw):
+    return counted_object(draw, draw(st.integers(1, 3)), _short_bounds, PATTERNS)
 
 
 def _favoured(vocab) -> np.ndarray:

@@ -250,55 +250,45 @@ class CompiledGrammar:
             return self._step_bytes(s, q, data)
 
     def _step_bytes(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
-        if self._elision is not None:
-            return self._step_elided(s, q, data)
-        dfa = self.dfa
-        for b in data:
-            nq = dfa.step(q, b)
-            if nq == DEAD:
-                e = dfa.emit[q]
-                if e < 0:
-                    return None
-                s = self._scan(s, e)
-                if s < 0:
-                    return None
-                nq = dfa.step(START, b)
-                if nq == DEAD:
-                    return None
-            q = nq
-        if q != START and not (dfa.alive[q] & self._x(s)):
-            return None
-        return s, self._project(s, q)
-
-    def _step_elided(self, s: int, q: int, data: bytes) -> tuple[int, int] | None:
-        """:meth:`_step_bytes` in a grammar with elided length counters (see :mod:`~.elision`): the
+        """:meth:`step_bytes` under the lock. With elided length counters (see :mod:`~.elision`) the
         credit of the lexeme read so far rides along, is spent every ``depth`` bytes (and at the
         end), and goes with a lexeme that ends."""
-        el, dfa = self._elision, self.dfa
-        q, credit = el.real(q)
-        depth, since = el.depth, 0
+        dfa, el = self.dfa, self._elision
+        credit, depth, since = (), 0, 0
+        if el is not None:
+            q, credit = el.real(q)
+            depth = el.depth
         for b in data:
             nq = dfa.step(q, b)
             if nq == DEAD:
-                e = dfa.emit[q]
-                if e < 0:
-                    return None
-                s = self._scan(s, e)
-                if s < 0:
-                    return None
-                nq = dfa.step(START, b)
+                s, nq = self._restart(s, q, b)
                 if nq == DEAD:
                     return None
                 credit = ()
             q = nq
-            since += 1
-            if since >= depth:     # never more than a token's bytes past the counters' run
-                q, credit = el.elide(q, credit)
-                since = 0
+            if el is not None:
+                since += 1
+                if since >= depth:     # never more than a token's bytes past the counters' run
+                    q, credit = el.elide(q, credit)
+                    since = 0
         if q != START and not (dfa.alive[q] & self._x(s)):
             return None
-        q, credit = el.elide(self._project(s, q), credit)
+        q = self._project(s, q)
+        if el is None:
+            return s, q
+        q, credit = el.elide(q, credit)
         return s, el.virtual(q, credit)
+
+    def _restart(self, s: int, q: int, b: int) -> tuple[int, int]:
+        """Byte ``b`` kills lexer state ``q``: the lexeme ``q`` ends is scanned from ``s`` and ``b``
+        starts the next; ``(s, DEAD)`` where either cannot be."""
+        e = self.dfa.emit[q]
+        if e < 0:
+            return s, DEAD
+        s = self._scan(s, e)
+        if s < 0:
+            return s, DEAD
+        return s, self.dfa.step(START, b)
 
     def _project(self, s: int, q: int) -> int:
         """Lexer state ``q`` less the sealed terminals parser state ``s`` does not expect (see
