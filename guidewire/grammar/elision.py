@@ -128,7 +128,8 @@ class CounterElision:
         return self._moved(q, tuple(shifts)), tuple(sorted(used.items()))
 
     def _plan(self, q: int) -> tuple:
-        """The elided counters of ``q`` past their runs' first layers, with their least layers."""
+        """The elided counters of ``q`` to move: inside their runs, past the first layer and within a
+        token of the last, each with its least layer."""
         plan = self._plans.get(q)
         if plan is not None:
             return plan
