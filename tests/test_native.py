@@ -466,8 +466,36 @@ def test_refine_matches_the_numpy_refinement(seed, n, k, n_labels, depth):
         assert stable and np.array_equal(_reps(got), _reps(refine_exact(label0, trans)[0]))
 
 
-def test_refine_refuses_bad_arrays():
-    refine = native.module().refine
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 90), st.integers(1, 6), st.integers(1, 4),
+       st.one_of(st.none(), st.integers(0, 12)), st.sampled_from(["random", "chain", "counter"]))
+def test_refine_split_matches_moore_rounds(seed, n, k, n_labels, depth, shape):
+    """Refinement by splitters (the largest part skipped) in C: Moore's partition after every
+    number of rounds, the same class count and the same verdict on stability, on random DFAs,
+    chains and counter-like ladders (where one layer splits off per round)."""
+    from guidewire.grammar.refine import refine_numpy
+
+    rng = np.random.default_rng(seed)
+    trans = rng.integers(0, n, size=(n, k)).astype(np.int32)
+    if shape == "chain":
+        trans[:, 0] = np.minimum(np.arange(n) + 1, n - 1)
+    elif shape == "counter":     # each column moves on by 0-2 states; only the top state is apart
+        trans = np.minimum(np.arange(n)[:, None] + rng.integers(0, 3, size=(n, k)), n - 1).astype(np.int32)
+    label0 = rng.integers(0, n_labels, size=n).astype(np.int64) * 5 + 2
+    if shape == "counter":
+        label0 = (np.arange(n) == n - 1).astype(np.int64)
+    rounds = -1 if depth is None else depth
+    got, moore = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    classes, stable = native.module().refine_split(label0, trans, rounds, got)
+    assert (classes, stable) == native.module().refine(label0, trans, rounds, moore)
+    assert classes == np.unique(got).size and got.min() >= 0 and got.max() < classes
+    assert np.array_equal(_reps(got), _reps(moore))
+    assert np.array_equal(_reps(got), _reps(refine_numpy(label0, trans, depth)[0]))
+
+
+@pytest.mark.parametrize("name", ["refine", "refine_split"])
+def test_refine_refuses_bad_arrays(name):
+    refine = getattr(native.module(), name)
     out = np.empty(3, dtype=np.int64)
     label = np.zeros(3, dtype=np.int64)
     with pytest.raises(IndexError, match="out of range"):

@@ -36,6 +36,7 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 PyObject *native_splice(PyObject *self, PyObject *args);
 PyObject *native_grow_states(PyObject *self, PyObject *args);
 PyObject *native_template_into(PyObject *self, PyObject *args);
+PyObject *native_refine_split(PyObject *self, PyObject *args);
 PyObject *native_freeze_lists(PyObject *self, PyObject *lists);
 PyObject *native_untrack_nested(PyObject *self, PyObject *obj);
 PyObject *native_gc_free_list(PyObject *self, PyObject *unused);
@@ -944,6 +945,7 @@ static PyMethodDef methods[] = {
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
     {"int_key", (PyCFunction)(void (*)(void))native_int_key, METH_FASTCALL, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
     {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
+    {"refine_split", native_refine_split, METH_VARARGS, "Moore's refinement by splitters, the largest part skipped (see _native_refine.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -578,10 +578,10 @@ class ByteDFA(CompiledBuild):
                           dtype=np.int64)
         label0[DEAD] = len(index)  # the dead state is never equivalent to a live one
         compiled = native.module()
-        if compiled is not None:   # exact refinement in C: no hashes, so no collision to check
+        if compiled is not None:   # exact, in C, by splitters: no hashes, no round over every state
             label = np.empty(n, dtype=np.int64)
-            n_classes, _stable = compiled.refine(label0, np.ascontiguousarray(trans, dtype=np.int32),
-                                                 -1 if depth is None else depth, label)
+            n_classes, _stable = compiled.refine_split(label0, np.ascontiguousarray(trans, dtype=np.int32),
+                                                       -1 if depth is None else depth, label)
         else:
             label, n_classes = refine.refine_numpy(label0, trans, depth)
         first = np.full(n_classes, n, dtype=np.int64)
