@@ -4,6 +4,7 @@ warm-up schemas; prints TTFM p50/p90 per tree and the median paired new/old rati
 
     git worktree add /tmp/base <commit>   (build its extension: python setup.py build_ext --inplace)
     python bench/ab_ttfm.py /tmp/base smollm2 200
+    python bench/ab_ttfm.py /tmp/base gemma3 175 LIST   (LIST: one schema path per line, in that order)
 """
 import json, os, random, subprocess, sys, glob
 import numpy as np
@@ -32,6 +33,10 @@ def start(root):
     return p
 old, new = start(base), start(HERE)
 files = sorted(glob.glob(os.path.join(os.environ.get("MASKBENCH_DATA", os.path.join(HERE, "..", "shared", "data", "maskbench")), "*.json"))); random.Random(13).shuffle(files)
+if len(sys.argv) > 4:   # a chosen list: the warm-up still takes 15 random schemas
+    chosen = [os.path.realpath(line.strip()) for line in open(sys.argv[4]) if line.strip()]
+    taken = set(chosen)
+    files = [f for f in files if os.path.realpath(f) not in taken][:15] + chosen
 def ask(p, f):
     p.stdin.write(f + "\n"); p.stdin.flush(); return json.loads(p.stdout.readline())
 for f in files[:15]: ask(old, f); ask(new, f)   # warm-up

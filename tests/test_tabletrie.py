@@ -414,7 +414,8 @@ def test_narrow_terminals_match_a_brute_force_count(smollm2):
     from dataclasses import replace
 
     from guidewire.grammar import compile_lark
-    from guidewire.grammar.lexer import NARROW_STRINGS, ByteDFA
+    from guidewire.grammar.lexer import ByteDFA
+    from guidewire.grammar.nfagraph import NARROW_STRINGS
 
     rules = "\n".join(f"T{i}: {p}" for i, p in enumerate(PATTERNS))
     g = compile_lark("start: " + " | ".join(f"T{i}" for i in range(len(PATTERNS))) + "\n" + rules, smollm2)

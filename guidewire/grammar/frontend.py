@@ -17,7 +17,8 @@ from ..core.errors import (GrammarSyntaxError, InexpressibleLiteralError, LimitE
 from ..core.vocab import Vocab
 from .compiled import CompiledGrammar
 from .earley import CFG, EarleyAutomaton
-from .lexer import ByteDFA, Terminal, _reachable
+from .lexer import ByteDFA, Terminal
+from .nfagraph import reachable
 from .precompute import default_seconds
 from .fragments import STORE, FragmentFacts, analyse, capture, splice
 from .regex import NFA, RegexFragment, compile_into, literal_into, parse
@@ -153,7 +154,7 @@ def compile_regex(pattern: str, vocab: Vocab, *, flags: int = 0) -> CompiledGram
     """
     frag_nfa = NFA()
     frag = compile_into(frag_nfa, pattern, flags)
-    if frag.end not in _reachable(frag_nfa, frag.start):
+    if frag.end not in reachable(frag_nfa, frag.start):
         raise UnsatisfiableGrammarError(f"regex {pattern!r} matches no string")
     spec = TerminalSpec("REGEX", pattern, flags=flags)
     rules = [(1, (0,))]

@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import LimitExceededError, WorkLimitExceededError
-from .lexer import START, ByteDFA, concat_ranges
+from .lexer import START, ByteDFA
+from .tablearrays import concat_ranges
 
 FOLD_MEMO_BYTES = 2 << 20      # bound of the lexer state -> fold memo (cleared past it)
 FOLD_ENTRY_BYTES = 120         # one memo entry: two ints and the dict slot

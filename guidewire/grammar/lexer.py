@@ -22,18 +22,18 @@ import numpy as np
 from ..core.errors import LimitExceededError
 from ..core.limits import Fuel
 from . import native, refine
-from .fragments import STRINGS_CAP, FragmentFacts, count_strings
+from .fragments import FragmentFacts
 from .growtable import grow_rows
+from .nfagraph import coreachable, narrow_terminal, reachable, with_counts
 from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild, bytes_refused, states_refused
 from .regex import NFA
+from .tablearrays import concat_ranges
 
 SWEEP_EDGES = 64   # a row whose NFA states hold more edges than this is swept with numpy
 VECTOR_SET = 64    # a new DFA state with more NFA states than this is classified with numpy
-NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
 RESERVE_FROM = 8192  # lexer tables past this many rows grow RESERVE_STEP-fold, then to their limit (ByteDFA._grow)
 RESERVE_STEP = 8
 CHOOSE_VECTOR = 48  # a lexeme accepted by more terminals than this is read with numpy (_choose_numpy)
-FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
 
 
 @dataclass(frozen=True)
@@ -70,17 +70,17 @@ class ByteDFA(CompiledBuild):
         owner = np.full(n, -1, dtype=np.int32)
         if fragments is None:
             for tid, term in enumerate(terminals):
-                for s in _reachable(nfa, term.start):
+                for s in reachable(nfa, term.start):
                     owner[s] = tid
-            self.live = _coreachable(nfa, {t.accept for t in terminals})
-            self.terminals = [_with_counts(nfa, t, self.live) for t in terminals]
+            self.live = coreachable(nfa, {t.accept for t in terminals})
+            self.terminals = [with_counts(nfa, t, self.live) for t in terminals]
         else:
             live = bytearray(n)
             for tid, (first, facts) in enumerate(fragments):
                 owner[first:first + len(facts.live)] = tid
                 live[first:first + len(facts.live)] = facts.live
             self.live = live
-            self.terminals = [replace(t, infinite=facts.infinite, narrow=_narrow(facts.infinite, facts.strings))
+            self.terminals = [replace(t, infinite=facts.infinite, narrow=narrow_terminal(facts.infinite, facts.strings))
                               for t, (_f, facts) in zip(terminals, fragments)]
         self.owner = owner
         # the same, for per-state loops (no numpy scalars); a tuple of ints, which the GC untracks
@@ -593,100 +593,6 @@ class ByteDFA(CompiledBuild):
             first = np.where(best < n, best, first)
         return first[label]
 
-
-
-def concat_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised).
-
-    Ranges that continue one another (``lo[k + 1] == hi[k]``, such as the token buckets
-    of consecutive first bytes) are merged first; a few merged runs are filled with
-    ``arange``, many with one cumulative sum.
-    """
-    lens = hi - lo
-    keep = lens > 0
-    if not keep.all():
-        lo, hi, lens = lo[keep], hi[keep], lens[keep]
-    if lo.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    heads = np.flatnonzero(lo[1:] != hi[:-1]) + 1
-    if heads.size < FEW_RUNS:
-        firsts = [int(lo[0])] + lo.take(heads).tolist()
-        lasts = hi.take(heads - 1).tolist() + [int(hi[-1])]
-        if len(firsts) == 1:
-            return np.arange(firsts[0], lasts[0], dtype=np.int64)
-        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in zip(firsts, lasts)])
-    total = int(lens.sum())
-    step = np.ones(total, dtype=np.int64)
-    starts = np.cumsum(lens) - lens
-    step[0] = lo[0]
-    step[starts[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
-    return np.cumsum(step)
-
-
-def _reachable(nfa: NFA, start: int) -> set[int]:
-    seen = {start}
-    stack = [start]
-    while stack:
-        s = stack.pop()
-        for t in nfa.eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-        for _lo, _hi, t in nfa.edges[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return seen
-
-
-def _with_counts(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
-    """Copy of ``term`` with ``infinite`` (its live automaton has a cycle) and ``narrow`` set."""
-    color: dict[int, int] = {}
-    stack = [(term.start, 0)]
-    while stack:
-        s, i = stack.pop()
-        succ = [t for t in nfa.eps[s] if live[t]] + [t for _a, _b, t in nfa.edges[s] if live[t]]
-        if i == 0:
-            if s in color:
-                continue
-            color[s] = 1
-        if i < len(succ):
-            stack.append((s, i + 1))
-            t = succ[i]
-            c = color.get(t)
-            if c == 1:
-                return replace(term, infinite=True, narrow=False)
-            if c is None:
-                stack.append((t, 0))
-        else:
-            color[s] = 2
-    strings = count_strings(nfa.eps, nfa.edges, 0, term.start, term.accept, live)
-    return replace(term, infinite=False, narrow=_narrow(False, strings))
-
-
-def _narrow(infinite: bool, strings: int) -> bool:
-    return not infinite and strings <= NARROW_STRINGS
-
-
-def _coreachable(nfa: NFA, finals: set[int]) -> bytearray:
-    """A byte per NFA state: 1 if some state of ``finals`` can be reached from it."""
-    rev: list[list[int]] = [[] for _ in range(len(nfa))]
-    for s in range(len(nfa)):
-        for t in nfa.eps[s]:
-            rev[t].append(s)
-        for _lo, _hi, t in nfa.edges[s]:
-            rev[t].append(s)
-    seen = bytearray(len(nfa))
-    for f in finals:
-        seen[f] = 1
-    stack = list(finals)
-    while stack:
-        s = stack.pop()
-        for p in rev[s]:
-            if not seen[p]:
-                seen[p] = 1
-                stack.append(p)
-    return seen
 
 
 def int_key(states) -> tuple[int, ...]:

@@ -7,6 +7,8 @@ import numpy as np
 from . import native
 from . import tabletuning as tuning
 
+FEW_RUNS = 24      # concat_ranges fills up to this many runs of merged ranges with arange
+
 
 def rows_by_group(group: np.ndarray, ids: np.ndarray, n_groups: int, words: int) -> np.ndarray:
     """``(n_groups, words)`` int32 bitmask rows: token ``ids[i]`` set in row ``group[i]`` (a
@@ -110,3 +112,31 @@ def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     large arrays with an irregular mask is several times slower)."""
     idx = _flatnonzero(keep)
     return tuple(a.take(idx) for a in arrays)
+
+
+def concat_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(lo[k], hi[k])`` over all k (vectorised).
+
+    Ranges that continue one another (``lo[k + 1] == hi[k]``, such as the token buckets
+    of consecutive first bytes) are merged first; a few merged runs are filled with
+    ``arange``, many with one cumulative sum.
+    """
+    lens = hi - lo
+    keep = lens > 0
+    if not keep.all():
+        lo, hi, lens = lo[keep], hi[keep], lens[keep]
+    if lo.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    heads = np.flatnonzero(lo[1:] != hi[:-1]) + 1
+    if heads.size < FEW_RUNS:
+        firsts = [int(lo[0])] + lo.take(heads).tolist()
+        lasts = hi.take(heads - 1).tolist() + [int(hi[-1])]
+        if len(firsts) == 1:
+            return np.arange(firsts[0], lasts[0], dtype=np.int64)
+        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in zip(firsts, lasts)])
+    total = int(lens.sum())
+    step = np.ones(total, dtype=np.int64)
+    starts = np.cumsum(lens) - lens
+    step[0] = lo[0]
+    step[starts[1:]] = lo[1:] - (lo[:-1] + lens[:-1]) + 1
+    return np.cumsum(step)

@@ -24,7 +24,7 @@ from . import native
 from . import tabletuning as tuning
 from .dfamirror import DfaMirror
 from .lexer import DEAD, START, ByteDFA
-from .lexer import concat_ranges as _ranges
+from .tablearrays import concat_ranges as _ranges
 from .tablearrays import _add_row, _distinct, _flatnonzero, _row_of, ids_row, rows_by_group
 from .tablegroups import TokenGrouping
 from .tabletrie import TrieTables, prepare_trie

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.bitmask import bitmask_words
 from . import native
 from . import tabletuning as tuning
-from .lexer import concat_ranges as _ranges
+from .tablearrays import concat_ranges as _ranges
 from .tablearrays import _flatnonzero, ids_row, rows_by_group
 
 SENTINEL = 256          # the byte value that ends every token in the flat layout
