@@ -399,9 +399,10 @@ PyObject *native_determinize(PyObject *self, PyObject *args) {
     Scratch w;
     memset(&w, 0, sizeof w);
     PyObject *result = NULL, *sets = NULL, *rows_obj = NULL, *readings = NULL, *reading_obj = NULL;
-    SetIndex X = {0}, RD = {0};
+    SetIndex X = {0}, RD = {0}, TG = {0};   /* TG: the target sets met, whose states are target_state */
     int32_t *reading_of = NULL;
-    int64_t *key = NULL;
+    int64_t *key = NULL, *target_state = NULL;
+    size_t ts_cap = 0;
     int32_t *rows = NULL;
     size_t rows_cap = 0;
     if (nfa_bufs(o, b) || get_buf(o_start, &start, "start_set", 8, 0) || nfa_from(&A, b, "determinize")) goto done;
@@ -468,13 +469,30 @@ PyObject *native_determinize(PyObject *self, PyObject *args) {
             if (prev_a >= 0 && prev_n == nt && memcmp(w.tgt + prev_a, w.tgt + a, sizeof(int64_t) * (size_t)nt) == 0) {
                 id = prev_id;   /* the same targets as the range before: the same state */
             } else {
-                int64_t n_mem = closure(&A, &w, w.tgt + a, nt);
-                if (n_mem < 0) goto done;
-                size_t before = X.n;
-                id = set_index_get(&X, w.members, n_mem);
-                if (id < 0) { PyErr_NoMemory(); goto done; }
-                if (X.n > before) spent += 1 + n_mem;   /* a new state, as _intern charges it */
-                if ((Py_ssize_t)X.n > max_states) stopped = "states";
+                /* a target set met before (in any row) leads to the state it led to then: its
+                 * closure is not taken again (the state it finds is the one the closure would) */
+                size_t met = TG.n;
+                int64_t tid = set_index_get(&TG, w.tgt + a, nt);
+                if (tid < 0) { PyErr_NoMemory(); goto done; }
+                if ((size_t)tid < met) {
+                    id = target_state[tid];
+                } else {
+                    int64_t n_mem = closure(&A, &w, w.tgt + a, nt);
+                    if (n_mem < 0) goto done;
+                    size_t before = X.n;
+                    id = set_index_get(&X, w.members, n_mem);
+                    if (id < 0) { PyErr_NoMemory(); goto done; }
+                    if (X.n > before) spent += 1 + n_mem;   /* a new state, as _intern charges it */
+                    if ((Py_ssize_t)X.n > max_states) stopped = "states";
+                    if ((size_t)tid >= ts_cap) {
+                        size_t cap = ts_cap ? ts_cap * 2 : 1024;
+                        int64_t *t = realloc(target_state, sizeof(int64_t) * cap);
+                        if (!t) { PyErr_NoMemory(); goto done; }
+                        target_state = t;
+                        ts_cap = cap;
+                    }
+                    target_state[tid] = id;
+                }
             }
             for (int byte = w.starts[k]; byte < w.starts[k + 1]; byte++) row[byte] = (int32_t)id;
             prev_a = a; prev_n = nt; prev_id = id;
@@ -509,8 +527,8 @@ PyObject *native_determinize(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(OOnsOO)", sets, rows_obj, (Py_ssize_t)n_rows, stopped, readings, reading_obj);
 done:
     Py_XDECREF(sets); Py_XDECREF(rows_obj); Py_XDECREF(readings); Py_XDECREF(reading_obj);
-    set_index_free(&RD); set_index_free(&X);
-    free(reading_of); free(key); free(rows);
+    set_index_free(&RD); set_index_free(&X); set_index_free(&TG);
+    free(reading_of); free(key); free(rows); free(target_state);
     scratch_free(&w);
     nfa_release(b); release(&start);
     return result;
