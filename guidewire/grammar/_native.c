@@ -36,6 +36,7 @@ PyObject *native_reusable_hubs(PyObject *self, PyObject *args);
 PyObject *native_splice(PyObject *self, PyObject *args);
 PyObject *native_grow_states(PyObject *self, PyObject *args);
 PyObject *native_template_into(PyObject *self, PyObject *args);
+PyObject *native_refine(PyObject *self, PyObject *args);
 PyObject *native_refine_split(PyObject *self, PyObject *args);
 PyObject *native_freeze_lists(PyObject *self, PyObject *lists);
 PyObject *native_untrack_nested(PyObject *self, PyObject *obj);
@@ -642,87 +643,6 @@ done:
     return t;
 }
 
-/* refine(label, trans, rounds, out) -> (n_classes, stable)
- *
- * Moore partition refinement of a DFA's states, exact: in each round two states stay together
- * when they had the same label and every byte column takes them to states with the same label
- * (label: n int64, the initial partition; trans: n x k int32, targets in [0, n); out: n int64).
- * Stops when a round splits nothing (stable = True) or after ``rounds`` rounds (rounds < 0: no
- * bound; stable = False when the bound stopped it). Class ids are numbered in order of first
- * appearance; only the partition is meaningful. lexer.ByteDFA.equivalent_states uses it
- * instead of the numpy refinement with row hashes (same partition, no hash collisions). */
-static PyObject *native_refine(PyObject *self, PyObject *args) {
-    PyObject *o_label, *o_trans, *o_out;
-    Py_ssize_t rounds;
-    if (!PyArg_ParseTuple(args, "OOnO", &o_label, &o_trans, &rounds, &o_out)) return NULL;
-    Buf lab = {0}, tr = {0}, out = {0};
-    PyObject *result = NULL;
-    int64_t *cur = NULL, *nxt = NULL, *table = NULL;
-    if (get_buf(o_label, &lab, "label", 8, 0) || get_buf(o_trans, &tr, "trans", 4, 0) ||
-        get_buf(o_out, &out, "out", 8, 1))
-        goto done;
-    Py_ssize_t n = LEN(lab, 8);
-    if (LEN(out, 8) != n || n <= 0 || LEN(tr, 4) % n != 0) {
-        PyErr_SetString(PyExc_ValueError, "refine: label, out and the rows of trans differ in length");
-        goto done;
-    }
-    Py_ssize_t k = LEN(tr, 4) / n;
-    const int32_t *T = tr.view.buf;
-    const int64_t *L0 = lab.view.buf;
-    for (Py_ssize_t i = 0; i < n * k; i++)
-        if (T[i] < 0 || T[i] >= n) {
-            PyErr_Format(PyExc_IndexError, "refine: target %d out of range", (int)T[i]);
-            goto done;
-        }
-    size_t cap = 1;
-    while (cap < (size_t)(2 * n)) cap <<= 1;
-    cur = malloc(sizeof(int64_t) * n);
-    nxt = malloc(sizeof(int64_t) * n);
-    table = malloc(sizeof(int64_t) * cap);
-    if (!cur || !nxt || !table) { PyErr_NoMemory(); goto done; }
-    /* number the initial labels densely (first appearance), counting the classes */
-    int64_t n_classes = 0;
-    for (size_t h = 0; h < cap; h++) table[h] = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t h = ((uint64_t)L0[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
-        while (table[h] >= 0 && L0[table[h]] != L0[i]) h = (h + 1) & (cap - 1);
-        if (table[h] < 0) { table[h] = i; nxt[i] = n_classes++; }
-        else nxt[i] = nxt[table[h]];
-    }
-    memcpy(cur, nxt, sizeof(int64_t) * n);
-    int stable = 0;
-    Py_ssize_t done_rounds = 0;
-    while (rounds < 0 || done_rounds < rounds) {
-        for (size_t h = 0; h < cap; h++) table[h] = -1;
-        int64_t count = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const int32_t *row = T + i * k;
-            uint64_t h = (uint64_t)cur[i] * 0x9E3779B97F4A7C15ull;
-            for (Py_ssize_t j = 0; j < k; j++) h = (h ^ (uint64_t)cur[row[j]]) * 0x100000001B3ull + 0x9E37ull;
-            h ^= h >> 29;
-            h &= cap - 1;
-            for (;;) {
-                int64_t r = table[h];
-                if (r < 0) { table[h] = i; nxt[i] = count++; break; }
-                int same = cur[r] == cur[i];
-                const int32_t *rr = T + r * k;
-                for (Py_ssize_t j = 0; same && j < k; j++) same = cur[rr[j]] == cur[row[j]];
-                if (same) { nxt[i] = nxt[r]; break; }
-                h = (h + 1) & (cap - 1);
-            }
-        }
-        done_rounds++;
-        int64_t *tmp = cur; cur = nxt; nxt = tmp;
-        if (count == n_classes) { stable = 1; break; }
-        n_classes = count;
-    }
-    memcpy(out.view.buf, cur, sizeof(int64_t) * n);
-    result = Py_BuildValue("(LO)", (long long)n_classes, stable ? Py_True : Py_False);
-done:
-    free(cur); free(nxt); free(table);
-    release(&lab); release(&tr); release(&out);
-    return result;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * slice_scan(member, chars, cand, limit) -> (count, max_chars)
@@ -944,7 +864,7 @@ static PyMethodDef methods[] = {
     {"byte_words", native_byte_words, METH_VARARGS, "Per token, its set of bytes as 4 uint64 words (see _native_vocab.c)."},
     {"eps_closure", native_eps_closure, METH_VARARGS, "The live epsilon closure of NFA states as a sorted, untracked tuple (see _native_eps.c)."},
     {"int_key", (PyCFunction)(void (*)(void))native_int_key, METH_FASTCALL, "The distinct ints of an iterable as a sorted tuple the cyclic collector does not track."},
-    {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable)."},
+    {"refine", native_refine, METH_VARARGS, "Exact Moore refinement of DFA states; returns (classes, stable) (see _native_refine.c)."},
     {"refine_split", native_refine_split, METH_VARARGS, "Moore's refinement by splitters, the largest part skipped (see _native_refine.c)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,6 @@
-/* guidewire.grammar._native: partition refinement of a DFA's states by splitters (Hopcroft's
- * "all but the largest part" rule, kept in rounds).
+/* guidewire.grammar._native: partition refinement of a DFA's states, by splitters (Hopcroft's
+ * "all but the largest part" rule, kept in rounds) and by Moore's rounds (refine, at the end: the
+ * reference).
  *
  * refine_split(label, trans, rounds, out) -> (n_classes, stable)
  *
@@ -21,17 +22,63 @@
  * when it began (their members copied first), so a round yields exactly Moore's round. */
 #include "_native_buf.h"
 
+/* The arguments both refinements take, checked: n states, k columns, the rows and the labels. */
+typedef struct { Buf lab, tr, out; Py_ssize_t n, k; const int32_t *T; const int64_t *L0; } RefineArgs;
+
+static int refine_args(PyObject *args, RefineArgs *a, Py_ssize_t *rounds, const char *who) {
+    PyObject *o_label, *o_trans, *o_out;
+    if (!PyArg_ParseTuple(args, "OOnO", &o_label, &o_trans, rounds, &o_out)) return -1;
+    if (get_buf(o_label, &a->lab, "label", 8, 0) || get_buf(o_trans, &a->tr, "trans", 4, 0) ||
+        get_buf(o_out, &a->out, "out", 8, 1))
+        return -1;
+    a->n = LEN(a->lab, 8);
+    if (LEN(a->out, 8) != a->n || a->n <= 0 || LEN(a->tr, 4) % a->n != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: label, out and the rows of trans differ in length", who);
+        return -1;
+    }
+    a->k = LEN(a->tr, 4) / a->n;
+    a->T = a->tr.view.buf;
+    a->L0 = a->lab.view.buf;
+    for (Py_ssize_t i = 0; i < a->n * a->k; i++)
+        if (a->T[i] < 0 || a->T[i] >= a->n) {
+            PyErr_Format(PyExc_IndexError, "%s: target %d out of range", who, (int)a->T[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static void refine_args_release(RefineArgs *a) {
+    release(&a->lab); release(&a->tr); release(&a->out);
+}
+
+/* The labels numbered densely in order of first appearance (open hashing) into dense; the number
+ * of classes, -1 with MemoryError set. */
+static int64_t dense_labels(const int64_t *L0, Py_ssize_t n, int64_t *dense) {
+    size_t cap = 1;
+    while (cap < (size_t)(2 * n)) cap <<= 1;
+    int64_t *table = malloc(sizeof(int64_t) * cap), count = 0;
+    if (!table) { PyErr_NoMemory(); return -1; }
+    for (size_t h = 0; h < cap; h++) table[h] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t h = ((uint64_t)L0[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+        while (table[h] >= 0 && L0[table[h]] != L0[i]) h = (h + 1) & (cap - 1);
+        if (table[h] < 0) { table[h] = i; dense[i] = count++; }
+        else dense[i] = dense[table[h]];
+    }
+    free(table);
+    return count;
+}
+
+
 static void refine_clear(int64_t **ps, int n) {
     for (int i = 0; i < n; i++) { free(ps[i]); ps[i] = NULL; }
 }
 
 PyObject *native_refine_split(PyObject *self, PyObject *args) {
-    PyObject *o_label, *o_trans, *o_out;
+    RefineArgs ra = {0};
     Py_ssize_t rounds;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOnO", &o_label, &o_trans, &rounds, &o_out)) return NULL;
-    Buf lab = {0}, tr = {0}, out = {0};
     PyObject *result = NULL;
+    (void)self;
     /* elem: states ordered by class; loc: a state's position in elem; blk: its class;
      * bstart/bend: a class's range in elem, its marked members first (bmark of them);
      * made: the round that made a class (0: before the first); origin: the class of the round
@@ -40,22 +87,9 @@ PyObject *native_refine_split(PyObject *self, PyObject *args) {
             *origin = NULL, *touched = NULL, *pred_off = NULL, *splitters = NULL, *next = NULL, *snap = NULL,
             *snap_off = NULL, *stamp = NULL, *best = NULL, *news = NULL;
     int32_t *pred = NULL;
-    if (get_buf(o_label, &lab, "label", 8, 0) || get_buf(o_trans, &tr, "trans", 4, 0) ||
-        get_buf(o_out, &out, "out", 8, 1))
-        goto done;
-    Py_ssize_t n = LEN(lab, 8);
-    if (LEN(out, 8) != n || n <= 0 || LEN(tr, 4) % n != 0) {
-        PyErr_SetString(PyExc_ValueError, "refine_split: label, out and the rows of trans differ in length");
-        goto done;
-    }
-    Py_ssize_t k = LEN(tr, 4) / n;
-    const int32_t *T = tr.view.buf;
-    const int64_t *L0 = lab.view.buf;
-    for (Py_ssize_t i = 0; i < n * k; i++)
-        if (T[i] < 0 || T[i] >= n) {
-            PyErr_Format(PyExc_IndexError, "refine_split: target %d out of range", (int)T[i]);
-            goto done;
-        }
+    if (refine_args(args, &ra, &rounds, "refine_split") < 0) goto done;
+    Py_ssize_t n = ra.n, k = ra.k;
+    const int32_t *T = ra.T;
     size_t sz = sizeof(int64_t) * (size_t)n;
     elem = malloc(sz); loc = malloc(sz); blk = malloc(sz); bstart = malloc(sz); bend = malloc(sz);
     bmark = calloc((size_t)n, sizeof(int64_t)); made = calloc((size_t)n, sizeof(int64_t));
@@ -69,21 +103,10 @@ PyObject *native_refine_split(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    /* the initial classes: labels numbered densely in order of first appearance (open hashing),
-     * then the states placed class by class (a counting sort) */
-    size_t cap = 1;
-    while (cap < (size_t)(2 * n)) cap <<= 1;
-    int64_t *table = malloc(sizeof(int64_t) * cap);
-    if (!table) { PyErr_NoMemory(); goto done; }
-    int64_t nb = 0;
-    for (size_t h = 0; h < cap; h++) table[h] = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t h = ((uint64_t)L0[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
-        while (table[h] >= 0 && L0[table[h]] != L0[i]) h = (h + 1) & (cap - 1);
-        if (table[h] < 0) { table[h] = i; blk[i] = nb++; }
-        else blk[i] = blk[table[h]];
-    }
-    free(table);
+    /* the initial classes: labels numbered densely, then the states placed class by class (a
+     * counting sort) */
+    int64_t nb = dense_labels(ra.L0, n, blk);
+    if (nb < 0) goto done;
     for (int64_t b = 0; b < nb; b++) bend[b] = 0;
     for (Py_ssize_t i = 0; i < n; i++) bend[blk[i]]++;
     int64_t at = 0;
@@ -172,7 +195,7 @@ PyObject *native_refine_split(PyObject *self, PyObject *args) {
         memcpy(splitters, next, sizeof(int64_t) * (size_t)n_next);
         n_split = n_next;
     }
-    memcpy(out.view.buf, blk, sz);
+    memcpy(ra.out.view.buf, blk, sz);
     result = Py_BuildValue("(LO)", (long long)nb, stable ? Py_True : Py_False);
 done:
     {
@@ -181,6 +204,67 @@ done:
         refine_clear(bufs, (int)(sizeof(bufs) / sizeof(bufs[0])));
     }
     free(pred);
-    release(&lab); release(&tr); release(&out);
+    refine_args_release(&ra);
+    return result;
+}
+
+/* refine(label, trans, rounds, out) -> (n_classes, stable)
+ *
+ * Moore partition refinement of a DFA's states, exact: in each round two states stay together
+ * when they had the same label and every byte column takes them to states with the same label
+ * (label: n int64, the initial partition; trans: n x k int32, targets in [0, n); out: n int64).
+ * Stops when a round splits nothing (stable = True) or after ``rounds`` rounds (rounds < 0: no
+ * bound; stable = False when the bound stopped it). Class ids are numbered in order of first
+ * appearance; only the partition is meaningful. The reference of refine_split (which
+ * lexer.ByteDFA.equivalent_states runs), itself checked against the numpy refinement. */
+PyObject *native_refine(PyObject *self, PyObject *args) {
+    RefineArgs ra = {0};
+    Py_ssize_t rounds;
+    PyObject *result = NULL;
+    (void)self;
+    int64_t *cur = NULL, *nxt = NULL, *table = NULL;
+    if (refine_args(args, &ra, &rounds, "refine") < 0) goto done;
+    Py_ssize_t n = ra.n, k = ra.k;
+    const int32_t *T = ra.T;
+    size_t cap = 1;
+    while (cap < (size_t)(2 * n)) cap <<= 1;
+    cur = malloc(sizeof(int64_t) * n);
+    nxt = malloc(sizeof(int64_t) * n);
+    table = malloc(sizeof(int64_t) * cap);
+    if (!cur || !nxt || !table) { PyErr_NoMemory(); goto done; }
+    int64_t n_classes = dense_labels(ra.L0, n, nxt);
+    if (n_classes < 0) goto done;
+    memcpy(cur, nxt, sizeof(int64_t) * n);
+    int stable = 0;
+    Py_ssize_t done_rounds = 0;
+    while (rounds < 0 || done_rounds < rounds) {
+        for (size_t h = 0; h < cap; h++) table[h] = -1;
+        int64_t count = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int32_t *row = T + i * k;
+            uint64_t h = (uint64_t)cur[i] * 0x9E3779B97F4A7C15ull;
+            for (Py_ssize_t j = 0; j < k; j++) h = (h ^ (uint64_t)cur[row[j]]) * 0x100000001B3ull + 0x9E37ull;
+            h ^= h >> 29;
+            h &= cap - 1;
+            for (;;) {
+                int64_t r = table[h];
+                if (r < 0) { table[h] = i; nxt[i] = count++; break; }
+                int same = cur[r] == cur[i];
+                const int32_t *rr = T + r * k;
+                for (Py_ssize_t j = 0; same && j < k; j++) same = cur[rr[j]] == cur[row[j]];
+                if (same) { nxt[i] = nxt[r]; break; }
+                h = (h + 1) & (cap - 1);
+            }
+        }
+        done_rounds++;
+        int64_t *tmp = cur; cur = nxt; nxt = tmp;
+        if (count == n_classes) { stable = 1; break; }
+        n_classes = count;
+    }
+    memcpy(ra.out.view.buf, cur, sizeof(int64_t) * n);
+    result = Py_BuildValue("(LO)", (long long)n_classes, stable ? Py_True : Py_False);
+done:
+    free(cur); free(nxt); free(table);
+    refine_args_release(&ra);
     return result;
 }
