@@ -15,7 +15,8 @@ import guidewire.grammar.fragments as fragments
 from guidewire.core.errors import LimitExceededError
 from guidewire.grammar import compile_json_schema, compile_lark
 from guidewire.grammar.fragments import FragmentStore, analyse, capture, splice
-from guidewire.grammar.lexer import ByteDFA, _reachable
+from guidewire.grammar.lexer import ByteDFA
+from guidewire.grammar.nfagraph import reachable as nfa_reachable
 from guidewire.grammar.regex import NFA, compile_into
 
 SCHEMA = {
@@ -89,7 +90,7 @@ def test_fragment_facts_match_the_whole_nfa_analysis(smollm2, cold_store):
     assert bytes(ref.live) == bytes(g.dfa.live)
     assert [t.infinite for t in ref.terminals] == [t.infinite for t in terms]
     assert any(t.infinite for t in terms) and not all(t.infinite for t in terms)
-    reachable = sorted(set().union(*(_reachable(nfa, t.start) for t in terms)))
+    reachable = sorted(set().union(*(nfa_reachable(nfa, t.start) for t in terms)))
     assert np.array_equal(ref.owner[reachable], g.dfa.owner[reachable])
     for a, b in zip(_lexer_tables(g.dfa), _lexer_tables(ref)):
         assert np.array_equal(a, b)

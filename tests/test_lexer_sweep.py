@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import guidewire.grammar.lexer as lexer
 import guidewire.grammar.refine as refine
 from guidewire.grammar import native
-from guidewire.grammar.lexer import ByteDFA, Terminal, concat_ranges
+from guidewire.grammar.lexer import ByteDFA, Terminal
+from guidewire.grammar.tablearrays import concat_ranges
 from guidewire.grammar.regex import NFA, compile_into
 
 ATOMS = ["a", "b", "é", "\\d", "\\w", "\\s", ".", "[a-c]", "[^a]", "(ab|c)", "☃", "[α-ω]", "x?", "[^\"\\\\]",
