@@ -4,7 +4,7 @@
  *
  * refine_split(label, trans, rounds, out) -> (n_classes, stable)
  *
- * The same contract and the same partition as refine (Moore's refinement, in _native.c): label
+ * The same contract and the same partition as refine (Moore's refinement, below): label
  * (n int64) is the initial partition, trans (n x k int32) the DFA's columns, targets in [0, n);
  * after r rounds two states are together iff they were together before and every byte column
  * takes them into one class of the round before. Stops when a round splits nothing (stable) or

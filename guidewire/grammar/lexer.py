@@ -24,8 +24,8 @@ from ..core.limits import Fuel
 from . import native, refine
 from .fragments import FragmentFacts
 from .growtable import grow_rows
-from .nfagraph import coreachable, narrow_terminal, reachable, with_counts
 from .lexerbuild import DEAD, START, STATE_BYTES, CompiledBuild, bytes_refused, states_refused
+from .nfagraph import coreachable, narrow_terminal, reachable, with_counts
 from .regex import NFA
 from .tablearrays import concat_ranges
 

@@ -4,9 +4,13 @@ terminal's automaton reaches, and whether a terminal is infinite or narrow (few 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .fragments import STRINGS_CAP, count_strings
 from .regex import NFA
+
+if TYPE_CHECKING:   # the lexer imports this module
+    from .lexer import Terminal
 
 NARROW_STRINGS = STRINGS_CAP - 1   # a terminal of at most this many strings is narrow (see tabletrie)
 
@@ -28,7 +32,7 @@ def reachable(nfa: NFA, start: int) -> set[int]:
     return seen
 
 
-def with_counts(nfa: NFA, term, live: bytearray):
+def with_counts(nfa: NFA, term: Terminal, live: bytearray) -> Terminal:
     """Copy of ``term`` with ``infinite`` (its live automaton has a cycle) and ``narrow`` set."""
     color: dict[int, int] = {}
     stack = [(term.start, 0)]
